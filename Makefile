@@ -1,0 +1,46 @@
+# memoryui: `make run` serves the dashboard, `make test` runs the whole suite.
+# Both do all set-up first (`make install`, idempotent).
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-fast lint format bench clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $(STAMP)
+
+run: install
+	$(PY) manage.py bootstrap
+	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
+
+test: install
+	$(PY) manage.py check --fail-level WARNING
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: install
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+bench: install
+	$(PY) bench/list_and_stats.py
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache .ruff_cache

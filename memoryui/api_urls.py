@@ -1,0 +1,5 @@
+"""REST API routes under /api/."""
+
+from __future__ import annotations
+
+urlpatterns: list = []

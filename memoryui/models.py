@@ -1,0 +1,457 @@
+"""The memory store: Memory, its append-only history MemoryEvent, and API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import IntegrityError, models, transaction
+from django.db.models import Count, Q
+from django.urls import reverse
+from django.utils import timezone
+
+from memoryui import rules
+
+UNIT_INTERVAL = [MinValueValidator(0.0), MaxValueValidator(1.0)]
+
+
+class ConflictError(Exception):
+    """A change that would break an invariant (e.g. two active memories with one entity key)."""
+
+
+class MemoryQuerySet(models.QuerySet):
+    def active(self) -> MemoryQuerySet:
+        return self.filter(status=Memory.Status.ACTIVE)
+
+    def for_scopes(self, scopes: list[str] | None) -> MemoryQuerySet:
+        """Limit to the given scopes; None means every scope."""
+        return self if scopes is None else self.filter(scope__in=scopes)
+
+    def stats(self) -> dict:
+        """Counts by kind, tier and scope over active memories, every kind and tier present.
+
+        One grouped query: the (scope, status, kind, tier, pinned) index covers it.
+        """
+        by_kind = dict.fromkeys(rules.KINDS, 0)
+        by_tier = dict.fromkeys(rules.TIERS, 0)
+        by_scope: dict[str, int] = {}
+        total = pinned = tombstoned = 0
+        rows = (
+            self.order_by()
+            .values_list("scope", "status", "kind", "tier", "pinned")
+            .annotate(n=Count("*"))
+        )
+        for scope, status, kind, tier, is_pinned, n in rows:
+            if status != Memory.Status.ACTIVE:
+                tombstoned += n
+                continue
+            total += n
+            by_kind[kind] = by_kind.get(kind, 0) + n
+            by_tier[tier] = by_tier.get(tier, 0) + n
+            by_scope[scope] = by_scope.get(scope, 0) + n
+            if is_pinned:
+                pinned += n
+        return {
+            "total": total,
+            "by_kind": by_kind,
+            "by_tier": by_tier,
+            "by_scope": dict(sorted(by_scope.items(), key=lambda item: (-item[1], item[0]))),
+            "pinned": pinned,
+            "tombstoned": tombstoned,
+        }
+
+    def find_duplicate(self, scope: str, hash_: str, entity_key: str | None) -> tuple[Memory, str] | None:
+        """Dedup layers 1 and 2: the active memory in `scope` with the same entity key or text."""
+        active = self.active().filter(scope=scope)
+        if entity_key:
+            match = active.filter(entity_key=entity_key).first()
+            if match:
+                return match, "entity_key"
+        match = active.filter(content_hash=hash_).order_by("created_at").first()
+        if match:
+            return match, "exact"
+        return None
+
+
+class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
+    def write(self, *, actor: str, **fields) -> tuple[Memory, bool]:
+        """The write path: validate, normalize, place, dedup, insert or merge.
+
+        Returns (memory, created). A duplicate (same normalized text or entity key in the
+        scope) is merged into the existing memory instead of inserted.
+        """
+        clean = rules.clean_memory_fields(fields, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
+        clean.setdefault("source", "manual")
+        clean.setdefault("confidence", 0.7)
+        clean.setdefault("metadata", {})
+        if clean.get("status", "active") != "active":
+            raise rules.MemoryValidationError({"status": ["new memories are active"]})
+        clean.pop("status", None)
+        placement = rules.place_memory(
+            clean["kind"],
+            clean["confidence"],
+            entity_key=clean.get("entity_key"),
+            peripheral_ttl_days=settings.MEMORYUI_PERIPHERAL_TTL_DAYS,
+        )
+        hash_ = rules.content_hash(clean["text"])
+        with transaction.atomic():
+            duplicate = self.get_queryset().select_for_update().find_duplicate(
+                clean["scope"], hash_, clean.get("entity_key")
+            )
+            if duplicate:
+                existing, layer = duplicate
+                existing.merge_duplicate(clean, layer=layer, actor=actor)
+                return existing, False
+            now = timezone.now()
+            tier = clean.pop("tier", None) or placement.tier
+            expires_at = clean.pop("expires_at", None)
+            if expires_at is None and placement.ttl_days and tier == Memory.Tier.PERIPHERAL:
+                expires_at = now + timedelta(days=placement.ttl_days)
+            clean.setdefault("importance", placement.importance)
+            clean.setdefault("pinned", placement.pinned)
+            memory = self.model(
+                **clean, tier=tier, expires_at=expires_at, content_hash=hash_, created_at=now, updated_at=now
+            )
+            memory.save(force_insert=True)
+            memory.record("created", actor=actor, after=memory.snapshot())
+        return memory, True
+
+
+class Memory(models.Model):
+    class Kind(models.TextChoices):
+        ENTITY = "entity"
+        PREFERENCE = "preference"
+        FACT = "fact"
+        PROJECT_STATE = "project_state", "project state"
+        RELATIONSHIP = "relationship"
+        PROCEDURE = "procedure"
+        REMEMBER = "remember"
+        SUMMARY = "summary"
+        NOTE = "note"
+
+    class Tier(models.TextChoices):
+        CORE = "core"
+        WORKING = "working"
+        PERIPHERAL = "peripheral"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        TOMBSTONED = "tombstoned"
+
+    class Source(models.TextChoices):
+        USER = "user"
+        REMEMBER = "remember"
+        EXTRACTOR_L0 = "extractor:l0"
+        EXTRACTOR_L1 = "extractor:l1"
+        COMPACTION = "compaction"
+        IMPORT = "import"
+        MANUAL = "manual"
+        CLEANUP = "cleanup"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    tier = models.CharField(max_length=12, choices=Tier.choices)
+    text = models.TextField()
+    importance = models.FloatField(validators=UNIT_INTERVAL)
+    confidence = models.FloatField(default=0.7, validators=UNIT_INTERVAL)
+    pinned = models.BooleanField(default=False)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+    tombstone_reason = models.TextField(blank=True)
+    tombstoned_at = models.DateTimeField(null=True, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MANUAL)
+    entity_key = models.CharField(max_length=rules.ENTITY_KEY_MAX_LENGTH, null=True, blank=True)
+    content_hash = models.CharField(max_length=64, editable=False)
+    access_count = models.PositiveIntegerField(default=0)
+    accessed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = MemoryManager()
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [
+            models.Index(fields=["status", "-updated_at"], name="memory_status_updated"),
+            models.Index(fields=["scope", "status", "kind", "tier", "pinned"], name="memory_scope_breakdown"),
+            models.Index(fields=["status", "kind", "-updated_at"], name="memory_kind_updated"),
+            models.Index(fields=["status", "tier", "-updated_at"], name="memory_tier_updated"),
+            models.Index(fields=["scope", "content_hash"], name="memory_scope_hash"),
+            models.Index(fields=["expires_at"], name="memory_expires"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope", "entity_key"],
+                condition=Q(status="active", entity_key__isnull=False),
+                name="memory_active_entity_key_unique",
+            ),
+            models.CheckConstraint(condition=Q(importance__gte=0, importance__lte=1), name="memory_importance_range"),
+            models.CheckConstraint(condition=Q(confidence__gte=0, confidence__lte=1), name="memory_confidence_range"),
+        ]
+
+    def __str__(self) -> str:
+        first_line = self.text.splitlines()[0] if self.text else ""
+        return f"[{self.kind}/{self.tier}] {first_line[:80]}"
+
+    def save(self, *args, **kwargs):
+        self.content_hash = rules.content_hash(self.text)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None:
+            kwargs["update_fields"] = {*update_fields, "content_hash", "updated_at"}
+        self.updated_at = timezone.now()
+        super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("memory_detail", args=[self.pk])
+
+    # --- history -----------------------------------------------------------------------
+
+    SNAPSHOT_FIELDS = (
+        "scope", "kind", "tier", "text", "importance", "confidence", "pinned", "status",
+        "tombstone_reason", "source", "entity_key", "access_count", "expires_at", "metadata",
+    )  # fmt: skip
+
+    def snapshot(self, fields: tuple[str, ...] | list[str] | None = None) -> dict:
+        """The JSON-safe values of `fields` (default: every user-visible field)."""
+        values = {}
+        for name in fields or self.SNAPSHOT_FIELDS:
+            value = getattr(self, name)
+            values[name] = value.isoformat() if hasattr(value, "isoformat") else value
+        return values
+
+    def record(
+        self,
+        action: str,
+        *,
+        actor: str,
+        before: dict | None = None,
+        after: dict | None = None,
+        reason: str = "",
+        batch: uuid.UUID | None = None,
+    ) -> MemoryEvent:
+        return MemoryEvent.objects.create(
+            memory=self, action=action, actor=actor, before=before, after=after, reason=reason, batch=batch
+        )
+
+    def _change(self, action: str, changes: dict, *, actor: str, reason: str = "", batch=None) -> bool:
+        """Apply `changes`, save, and write one event with the before/after of what changed."""
+        changed = {name: value for name, value in changes.items() if getattr(self, name) != value}
+        if not changed:
+            return False
+        before = self.snapshot(list(changed))
+        for name, value in changed.items():
+            setattr(self, name, value)
+        try:
+            with transaction.atomic():
+                self.save(update_fields=list(changed))
+                self.record(action, actor=actor, before=before, after=self.snapshot(list(changed)), reason=reason, batch=batch)
+        except IntegrityError:
+            for name, value in before.items():
+                setattr(self, name, Memory._meta.get_field(name).to_python(value))
+            raise ConflictError(
+                f"another active memory in {self.scope} already has entity_key {self.entity_key}"
+            ) from None
+        return True
+
+    # --- domain actions (each writes a MemoryEvent) --------------------------------------
+
+    def pin(self, *, actor: str, batch=None) -> bool:
+        return self._change("pinned", {"pinned": True}, actor=actor, batch=batch)
+
+    def unpin(self, *, actor: str, batch=None) -> bool:
+        return self._change("unpinned", {"pinned": False}, actor=actor, batch=batch)
+
+    def tombstone(self, reason: str, *, actor: str, batch=None) -> bool:
+        """Soft-delete with a reason; restorable. Returns False if already tombstoned."""
+        reason = (reason or "").strip()
+        if not reason:
+            raise rules.MemoryValidationError({"reason": ["a tombstone needs a reason"]})
+        if self.status == self.Status.TOMBSTONED:
+            return False
+        return self._change(
+            "tombstoned",
+            {"status": self.Status.TOMBSTONED, "tombstone_reason": reason, "tombstoned_at": timezone.now()},
+            actor=actor,
+            reason=reason,
+            batch=batch,
+        )
+
+    def restore(self, *, actor: str, reason: str = "", batch=None) -> bool:
+        if self.status == self.Status.ACTIVE:
+            return False
+        return self._change(
+            "restored",
+            {"status": self.Status.ACTIVE, "tombstone_reason": "", "tombstoned_at": None},
+            actor=actor,
+            reason=reason,
+            batch=batch,
+        )
+
+    def set_tier(self, tier: str, *, actor: str, batch=None) -> bool:
+        if tier not in rules.TIERS:
+            raise rules.MemoryValidationError({"tier": [f"{tier!r} is not one of: {', '.join(rules.TIERS)}"]})
+        demoted = rules.TIERS.index(tier) > rules.TIERS.index(self.tier)
+        return self._change("demoted" if demoted else "edited", {"tier": tier}, actor=actor, batch=batch)
+
+    EDITABLE_FIELDS = (
+        "scope", "kind", "tier", "text", "importance", "confidence", "pinned", "source",
+        "entity_key", "metadata", "expires_at",
+    )  # fmt: skip
+
+    def edit(self, *, actor: str, reason: str = "", batch=None, **fields) -> bool:
+        """Validate and apply field changes; one `edited` event with before/after."""
+        not_editable = sorted(set(fields) - set(self.EDITABLE_FIELDS))
+        if not_editable:
+            raise rules.MemoryValidationError({name: ["cannot be edited"] for name in not_editable})
+        clean = rules.clean_memory_fields(
+            fields, partial=True, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH
+        )
+        return self._change("edited", clean, actor=actor, reason=reason, batch=batch)
+
+    def merge_duplicate(self, incoming: dict, *, layer: str, actor: str) -> None:
+        """Fold a duplicate write into this memory: bump access and importance, maybe text."""
+        before = self.snapshot(["text", "importance", "access_count", "accessed_at"])
+        self.access_count += 1
+        self.accessed_at = timezone.now()
+        incoming_importance = incoming.get("importance", self.importance)
+        self.importance = rules.merged_importance(self.importance, incoming_importance)
+        self.text = rules.merged_text(self.text, incoming["text"])
+        self.save(update_fields=["text", "importance", "access_count", "accessed_at"])
+        self.record(
+            "merged",
+            actor=actor,
+            before=before,
+            after={**self.snapshot(["text", "importance", "access_count", "accessed_at"]), "incoming": incoming["text"]},
+            reason=f"duplicate by {layer.replace('_', ' ')}",
+        )
+
+
+class MemoryEvent(models.Model):
+    """Append-only history: every change to a memory, with actor and before/after."""
+
+    class Action(models.TextChoices):
+        CREATED = "created"
+        EDITED = "edited"
+        PINNED = "pinned"
+        UNPINNED = "unpinned"
+        TOMBSTONED = "tombstoned"
+        RESTORED = "restored"
+        MERGED = "merged"
+        DEMOTED = "demoted"
+        RECALLED = "recalled"
+        IMPORTED = "imported"
+
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="events")
+    action = models.CharField(max_length=12, choices=Action.choices)
+    actor = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    batch = models.UUIDField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["memory", "-created_at"], name="event_memory_time")]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor} at {self.created_at:%Y-%m-%d %H:%M}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("memory events are append-only")
+        super().save(*args, **kwargs)
+
+    def changes(self) -> list[tuple[str, object, object]]:
+        """(field, before, after) for each field the event touched."""
+        before, after = self.before or {}, self.after or {}
+        return [(name, before.get(name), after.get(name)) for name in dict.fromkeys([*before, *after])]
+
+
+TOKEN_PREFIX = "mui_"
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def usable(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A bearer token for agents and scripts; only its hash is stored."""
+
+    name = models.CharField(max_length=100)
+    key_prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list, blank=True, help_text="Empty = every scope.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
+
+    @classmethod
+    def issue(cls, *, user, name: str, scopes: list[str] | None = None) -> tuple[ApiToken, str]:
+        """Create a token and return it with the raw key, which is never stored or shown again."""
+        name = (name or "").strip()
+        if not name:
+            raise rules.MemoryValidationError({"name": ["is required"]})
+        normalized = []
+        for scope in scopes or []:
+            try:
+                normalized.append(rules.normalize_scope(scope))
+            except rules.ScopeError as exc:
+                raise rules.MemoryValidationError({"scopes": [f"{scope!r}: {exc}"]}) from None
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            name=name,
+            key_prefix=raw[: len(TOKEN_PREFIX) + 8],
+            key_hash=hash_token(raw),
+            scopes=sorted(set(normalized)),
+            user=user,
+        )
+        return token, raw
+
+    @classmethod
+    def authenticate(cls, raw: str) -> ApiToken | None:
+        token = cls.objects.usable().select_related("user").filter(key_hash=hash_token(raw)).first()
+        if token is None or not token.user.is_active:
+            return None
+        now = timezone.now()
+        # Write at most once a minute: a busy agent should not turn every read into a write.
+        if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+            cls.objects.filter(pk=token.pk).update(last_used_at=now)
+            token.last_used_at = now
+        return token
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @property
+    def allowed_scopes(self) -> list[str] | None:
+        """The scopes this token may see, or None for every scope."""
+        return list(self.scopes) or None
+
+    def revoke(self) -> bool:
+        if self.revoked_at:
+            return False
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+        return True

@@ -1,0 +1,314 @@
+"""Domain rules of the memory store as plain functions: kinds, tiers, scopes, hashing.
+
+Everything here takes and returns plain values so it can be tested without a database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime
+
+KINDS = (
+    "entity",
+    "preference",
+    "fact",
+    "project_state",
+    "relationship",
+    "procedure",
+    "remember",
+    "summary",
+    "note",
+)
+TIERS = ("core", "working", "peripheral")
+STATUSES = ("active", "tombstoned")
+SOURCES = ("user", "remember", "extractor:l0", "extractor:l1", "compaction", "import", "manual", "cleanup")
+
+# Scope types that carry an explicit prefix. A bare id is an agent id.
+SCOPE_TYPES = ("agent", "user", "session", "project", "team", "global")
+SCOPE_MAX_LENGTH = 200
+_SCOPE_VALUE = re.compile(r"^[\w.\-@/]+$")
+ENTITY_KEY_MAX_LENGTH = 255
+_ENTITY_KEY = re.compile(r"^[a-z][a-z0-9_.\-]*:\S.*$")
+
+# CJK and full-width punctuation mapped to ASCII before hashing, so "在吗?" and "在吗？"
+# hash the same. NFKC already folds most full-width forms; these are the ones it keeps.
+_CJK_PUNCTUATION = str.maketrans(
+    {
+        "。": ".",
+        "，": ",",
+        "、": ",",
+        "；": ";",
+        "：": ":",
+        "？": "?",
+        "！": "!",
+        "「": '"',
+        "」": '"',
+        "『": '"',
+        "』": '"',
+        "“": '"',
+        "”": '"',
+        "‘": "'",
+        "’": "'",
+        "（": "(",
+        "）": ")",
+        "【": "[",
+        "】": "]",
+        "《": "<",
+        "》": ">",
+        "〈": "<",
+        "〉": ">",
+        "～": "~",
+        "—": "-",
+        "–": "-",
+        "…": "...",
+        "·": ".",
+    }
+)
+_WHITESPACE = re.compile(r"\s+")
+
+
+class ScopeError(ValueError):
+    """A scope that cannot be normalized."""
+
+
+def normalize_scope(raw: str) -> str:
+    """Return the canonical scope: `agent:<id>` for a bare id, lower-cased type prefix.
+
+    `main` and `agent:main` are the same scope, so one agent's memories are never split.
+    """
+    if raw is None:
+        raise ScopeError("scope is required")
+    value = unicodedata.normalize("NFKC", str(raw)).strip()
+    if not value:
+        raise ScopeError("scope is required")
+    if len(value) > SCOPE_MAX_LENGTH:
+        raise ScopeError(f"scope is longer than {SCOPE_MAX_LENGTH} characters")
+    if value.lower() == "global":
+        return "global"
+    if ":" in value:
+        prefix, _, rest = value.partition(":")
+        prefix = prefix.strip().lower()
+        rest = rest.strip()
+        if prefix not in SCOPE_TYPES or prefix == "global":
+            raise ScopeError(
+                f"unknown scope type {prefix!r}; use one of "
+                + ", ".join(f"{t}:<id>" for t in SCOPE_TYPES if t != "global")
+                + " or global"
+            )
+    else:
+        prefix, rest = "agent", value
+    if not rest or not _SCOPE_VALUE.match(rest):
+        raise ScopeError("scope id may hold letters, digits and . _ - @ / only")
+    return f"{prefix}:{rest}"
+
+
+def normalize_text(text: str) -> str:
+    """Normalize text for exact dedup: NFKC, CJK punctuation to ASCII, case-fold, collapse spaces."""
+    value = unicodedata.normalize("NFKC", text or "")
+    value = value.translate(_CJK_PUNCTUATION)
+    value = value.casefold()
+    return _WHITESPACE.sub(" ", value).strip()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
+class EntityKeyError(ValueError):
+    """An entity key that is not `type:value`."""
+
+
+def normalize_entity_key(raw: str | None) -> str | None:
+    """Return `type:value` with the type lower-cased and the value NFKC-trimmed, or None."""
+    if raw is None:
+        return None
+    value = unicodedata.normalize("NFKC", str(raw)).strip()
+    if not value:
+        return None
+    if len(value) > ENTITY_KEY_MAX_LENGTH:
+        raise EntityKeyError(f"entity_key is longer than {ENTITY_KEY_MAX_LENGTH} characters")
+    kind, sep, rest = value.partition(":")
+    value = f"{kind.strip().lower()}{sep}{rest.strip()}"
+    if not _ENTITY_KEY.match(value):
+        raise EntityKeyError("entity_key must look like type:value, e.g. phone:18600000000")
+    return value
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a new memory goes: tier, importance, whether it is pinned, TTL in days."""
+
+    tier: str
+    importance: float
+    pinned: bool
+    ttl_days: int | None
+
+
+LOW_CONFIDENCE = 0.4
+STABLE_PREFERENCE_CONFIDENCE = 0.9
+
+
+def _band(low: float, high: float, confidence: float) -> float:
+    confidence = min(max(confidence, 0.0), 1.0)
+    return round(low + (high - low) * confidence, 4)
+
+
+def place_memory(
+    kind: str,
+    confidence: float = 0.7,
+    *,
+    entity_key: str | None = None,
+    peripheral_ttl_days: int = 30,
+) -> Placement:
+    """Derive tier, importance and pinning from kind and confidence (DESIGN.md tables)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    peripheral = Placement("peripheral", _band(0.10, 0.30, confidence), False, peripheral_ttl_days)
+    if kind == "note" or confidence < LOW_CONFIDENCE:
+        return peripheral
+    if kind == "entity" or (kind == "preference" and confidence >= STABLE_PREFERENCE_CONFIDENCE):
+        return Placement("core", _band(0.85, 1.0, confidence), True, None)
+    if kind == "remember":
+        tier = "core" if entity_key else "working"
+        return Placement(tier, _band(0.75, 0.95, confidence), False, None)
+    if kind == "summary":
+        if confidence >= 0.6:
+            return Placement("working", _band(0.50, 0.70, confidence), False, None)
+        return Placement("peripheral", _band(0.50, 0.70, confidence), False, peripheral_ttl_days)
+    return Placement("working", _band(0.55, 0.80, confidence), False, None)
+
+
+MERGE_IMPORTANCE_BUMP = 0.05
+
+
+def merged_importance(existing: float, incoming: float) -> float:
+    """A merged duplicate is evidence the memory matters: keep the larger, then bump it."""
+    return round(min(1.0, max(existing, incoming) + MERGE_IMPORTANCE_BUMP), 4)
+
+
+def merged_text(existing: str, incoming: str) -> str:
+    """Keep the existing text unless the incoming one adds information (contains it and more)."""
+    old, new = normalize_text(existing), normalize_text(incoming)
+    if new != old and old in new:
+        return incoming.strip()
+    return existing
+
+
+def parse_datetime_value(value) -> datetime | None:
+    """Accept None, an aware datetime, or an ISO 8601 string with a time zone."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO 8601 date-time") from None
+    else:
+        raise ValueError("must be an ISO 8601 date-time string")
+    if parsed.tzinfo is None:
+        raise ValueError(f"{value!r} has no time zone; add Z or +00:00")
+    return parsed
+
+
+class MemoryValidationError(ValueError):
+    """Invalid memory fields; `errors` maps each field to its reasons."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{field}: {', '.join(msgs)}" for field, msgs in errors.items()))
+
+
+def _unit_interval(name: str, value, errors: dict[str, list[str]]) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        errors.setdefault(name, []).append("must be a number between 0 and 1")
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        errors.setdefault(name, []).append("must be a number between 0 and 1")
+        return None
+    if not 0.0 <= number <= 1.0 or number != number:
+        errors.setdefault(name, []).append(f"must be between 0 and 1, got {value}")
+        return None
+    return number
+
+
+def _choice(name: str, value, choices: tuple[str, ...], errors: dict[str, list[str]]) -> str | None:
+    if value not in choices:
+        errors.setdefault(name, []).append(f"{value!r} is not one of: {', '.join(choices)}")
+        return None
+    return value
+
+
+def clean_memory_fields(data: dict, *, partial: bool = False, text_max_length: int = 4000) -> dict:
+    """Validate and normalize the writable fields of a memory; raise MemoryValidationError.
+
+    With `partial`, only the fields present are checked (an edit); otherwise scope, kind and
+    text are required. Unknown keys are not accepted silently: they are errors.
+    """
+    known = {
+        "scope", "kind", "text", "tier", "importance", "confidence", "pinned", "status",
+        "source", "entity_key", "metadata", "expires_at",
+    }  # fmt: skip
+    errors: dict[str, list[str]] = {}
+    clean: dict = {}
+    for key in sorted(set(data) - known):
+        errors.setdefault(key, []).append("is not a memory field")
+    if not partial:
+        for key in ("scope", "kind", "text"):
+            if data.get(key) in (None, ""):
+                errors.setdefault(key, []).append("is required")
+    if data.get("scope") not in (None, ""):
+        try:
+            clean["scope"] = normalize_scope(data["scope"])
+        except ScopeError as exc:
+            errors.setdefault("scope", []).append(str(exc))
+    if data.get("kind") not in (None, ""):
+        clean["kind"] = _choice("kind", data["kind"], KINDS, errors)
+    if "text" in data and data["text"] is not None:
+        if not isinstance(data["text"], str):
+            errors.setdefault("text", []).append("must be a string")
+        else:
+            text = data["text"].strip()
+            if not text:
+                errors.setdefault("text", []).append("must not be empty")
+            elif len(text) > text_max_length:
+                errors.setdefault("text", []).append(
+                    f"is {len(text)} characters; the limit is {text_max_length}"
+                )
+            else:
+                clean["text"] = text
+    for key, choices in (("tier", TIERS), ("status", STATUSES), ("source", SOURCES)):
+        if data.get(key) not in (None, ""):
+            clean[key] = _choice(key, data[key], choices, errors)
+    for key in ("importance", "confidence"):
+        if data.get(key) is not None:
+            clean[key] = _unit_interval(key, data[key], errors)
+    if data.get("pinned") is not None:
+        if not isinstance(data["pinned"], bool):
+            errors.setdefault("pinned", []).append("must be true or false")
+        else:
+            clean["pinned"] = data["pinned"]
+    if "entity_key" in data:
+        try:
+            clean["entity_key"] = normalize_entity_key(data["entity_key"])
+        except EntityKeyError as exc:
+            errors.setdefault("entity_key", []).append(str(exc))
+    if data.get("metadata") is not None:
+        if not isinstance(data["metadata"], dict):
+            errors.setdefault("metadata", []).append("must be a JSON object")
+        else:
+            clean["metadata"] = data["metadata"]
+    if "expires_at" in data:
+        try:
+            clean["expires_at"] = parse_datetime_value(data["expires_at"])
+        except ValueError as exc:
+            errors.setdefault("expires_at", []).append(str(exc))
+    if errors:
+        raise MemoryValidationError(errors)
+    return clean

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class RecallConfig(AppConfig):
+    """The read path: retrieval, recall, traces and profiles (built on the memory store)."""
+
+    name = "recall"
+    default_auto_field = "django.db.models.BigAutoField"

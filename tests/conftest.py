@@ -1,0 +1,57 @@
+"""Shared fixtures. Who is who:
+
+- alice is the operator: a superuser who signs in to the dashboard and sees every scope.
+- bob is a signed-in user without staff rights; the dashboard is open to him too.
+- the agent token belongs to alice and sees every scope (an agent using memoryui as its store).
+- mallory has a token for agent:other only; she must never see agent:main.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from memoryui.models import ApiToken, Memory
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_superuser("alice", "alice@example.com", "alice-password-1")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", "bob@example.com", "bob-password-1")
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def agent_token(alice) -> str:
+    _, raw = ApiToken.issue(user=alice, name="agent")
+    return raw
+
+
+@pytest.fixture
+def mallory_token(django_user_model) -> str:
+    mallory = django_user_model.objects.create_user("mallory", "mallory@example.com", "mallory-password-1")
+    _, raw = ApiToken.issue(user=mallory, name="mallory", scopes=["agent:other"])
+    return raw
+
+
+@pytest.fixture
+def make_memory():
+    """Write a memory through the real write path (validation, placement, dedup)."""
+
+    def make(text: str = "The user prefers short answers.", **fields) -> Memory:
+        fields.setdefault("scope", "agent:main")
+        fields.setdefault("kind", "preference")
+        memory, _ = Memory.objects.write(actor="test", text=text, **fields)
+        return memory
+
+    return make
