@@ -40,11 +40,7 @@ class MemoryQuerySet(models.QuerySet):
         by_tier = dict.fromkeys(rules.TIERS, 0)
         by_scope: dict[str, int] = {}
         total = pinned = tombstoned = 0
-        rows = (
-            self.order_by()
-            .values_list("scope", "status", "kind", "tier", "pinned")
-            .annotate(n=Count("*"))
-        )
+        rows = self.order_by().values_list("scope", "status", "kind", "tier", "pinned").annotate(n=Count("*"))
         for scope, status, kind, tier, is_pinned, n in rows:
             if status != Memory.Status.ACTIVE:
                 tombstoned += n
@@ -99,8 +95,8 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
         )
         hash_ = rules.content_hash(clean["text"])
         with transaction.atomic():
-            duplicate = self.get_queryset().select_for_update().find_duplicate(
-                clean["scope"], hash_, clean.get("entity_key")
+            duplicate = (
+                self.get_queryset().select_for_update().find_duplicate(clean["scope"], hash_, clean.get("entity_key"))
             )
             if duplicate:
                 existing, layer = duplicate
@@ -164,7 +160,8 @@ class Memory(models.Model):
     tombstone_reason = models.TextField(blank=True)
     tombstoned_at = models.DateTimeField(null=True, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.MANUAL)
-    entity_key = models.CharField(max_length=rules.ENTITY_KEY_MAX_LENGTH, null=True, blank=True)
+    # NULL (not "") for "no key", so the partial unique constraint ignores keyless memories.
+    entity_key = models.CharField(max_length=rules.ENTITY_KEY_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     content_hash = models.CharField(max_length=64, editable=False)
     access_count = models.PositiveIntegerField(default=0)
     accessed_at = models.DateTimeField(null=True, blank=True)
@@ -250,7 +247,9 @@ class Memory(models.Model):
         try:
             with transaction.atomic():
                 self.save(update_fields=list(changed))
-                self.record(action, actor=actor, before=before, after=self.snapshot(list(changed)), reason=reason, batch=batch)
+                self.record(
+                    action, actor=actor, before=before, after=self.snapshot(list(changed)), reason=reason, batch=batch
+                )
         except IntegrityError:
             for name, value in before.items():
                 setattr(self, name, Memory._meta.get_field(name).to_python(value))
@@ -309,9 +308,7 @@ class Memory(models.Model):
         not_editable = sorted(set(fields) - set(self.EDITABLE_FIELDS))
         if not_editable:
             raise rules.MemoryValidationError({name: ["cannot be edited"] for name in not_editable})
-        clean = rules.clean_memory_fields(
-            fields, partial=True, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH
-        )
+        clean = rules.clean_memory_fields(fields, partial=True, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
         return self._change("edited", clean, actor=actor, reason=reason, batch=batch)
 
     def merge_duplicate(self, incoming: dict, *, layer: str, actor: str) -> None:
@@ -327,7 +324,10 @@ class Memory(models.Model):
             "merged",
             actor=actor,
             before=before,
-            after={**self.snapshot(["text", "importance", "access_count", "accessed_at"]), "incoming": incoming["text"]},
+            after={
+                **self.snapshot(["text", "importance", "access_count", "accessed_at"]),
+                "incoming": incoming["text"],
+            },
             reason=f"duplicate by {layer.replace('_', ' ')}",
         )
 

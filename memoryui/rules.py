@@ -278,9 +278,7 @@ def clean_memory_fields(data: dict, *, partial: bool = False, text_max_length: i
             if not text:
                 errors.setdefault("text", []).append("must not be empty")
             elif len(text) > text_max_length:
-                errors.setdefault("text", []).append(
-                    f"is {len(text)} characters; the limit is {text_max_length}"
-                )
+                errors.setdefault("text", []).append(f"is {len(text)} characters; the limit is {text_max_length}")
             else:
                 clean["text"] = text
     for key, choices in (("tier", TIERS), ("status", STATUSES), ("source", SOURCES)):

@@ -1,0 +1,222 @@
+"""Benchmark: list page, stats endpoint and a single pin at 100k memories.
+
+Each operation is timed through the whole Django stack (middleware, auth, view, template or
+serializer) in-process, beside the equivalent raw SQL measured in the same run, so the
+ratio survives a noisy machine. Prints a table of medians and p95s and exits 0.
+
+    .venv/bin/python bench/list_and_stats.py [--memories 100000] [--runs 60]
+
+The generated store is cached in var/bench/ (rebuilt when --memories changes); set
+DATABASE_URL to benchmark PostgreSQL instead of SQLite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DIR = ROOT / "var" / "bench"
+BENCH_DIR.mkdir(parents=True, exist_ok=True)
+os.environ.setdefault("MEMORYUI_DATA_DIR", str(BENCH_DIR))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from memoryui import rules  # noqa: E402
+from memoryui.models import Memory, MemoryEvent  # noqa: E402
+
+SCOPES = [f"agent:bot-{i:02d}" for i in range(20)] + ["agent:main", "user:42", "global"]
+WORDS_EN = [
+    "deploy",
+    "release",
+    "cursor",
+    "page",
+    "token",
+    "answer",
+    "terse",
+    "style",
+    "owner",
+    "escalation",
+    "gpu",
+    "cluster",
+    "idc",
+]
+WORDS_ZH = ["部署", "发布", "幸运数字", "偏好", "简洁", "负责人", "集群", "显卡", "机房", "流程"]
+
+
+def build_store(count: int) -> None:
+    marker = BENCH_DIR / "store.count"
+    if marker.exists() and marker.read_text() == str(count) and Memory.objects.count() == count:
+        return
+    print(f"building a store of {count} memories (cached in {BENCH_DIR}) …", file=sys.stderr)
+    MemoryEvent.objects.all().delete()
+    Memory.objects.all().delete()
+    rnd = random.Random(7)
+    now = timezone.now()
+    batch: list[Memory] = []
+    for i in range(count):
+        kind = rnd.choice(rules.KINDS)
+        placement = rules.place_memory(kind, rnd.random())
+        words = rnd.sample(WORDS_EN, 4) + rnd.sample(WORDS_ZH, 2)
+        text = f"memory {i}: " + " ".join(words)
+        created = now - timedelta(minutes=rnd.randint(0, 60 * 24 * 365))
+        batch.append(
+            Memory(
+                id=uuid.UUID(int=rnd.getrandbits(128)),
+                scope=rnd.choice(SCOPES),
+                kind=kind,
+                tier=placement.tier,
+                text=text,
+                importance=placement.importance,
+                confidence=0.7,
+                pinned=placement.pinned,
+                status="tombstoned" if rnd.random() < 0.05 else "active",
+                source="import",
+                content_hash=rules.content_hash(text),
+                created_at=created,
+                updated_at=created,
+            )
+        )
+        if len(batch) == 5000:
+            Memory.objects.bulk_create(batch)
+            batch.clear()
+    Memory.objects.bulk_create(batch)
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    marker.write_text(str(count))
+
+
+def timed(fn, runs: int) -> list[float]:
+    fn()  # warm caches and connections
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def p95(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=20)[18]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=60)
+    args = parser.parse_args()
+
+    call_command("migrate", verbosity=0)
+    build_store(args.memories)
+    user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_superuser": True})
+    client = Client()
+    client.force_login(user)
+    table = connection.ops.quote_name(Memory._meta.db_table)
+    page_size = 50
+    rnd = random.Random(1)
+    target = Memory.objects.filter(scope="agent:main", status="active").values_list("pk", flat=True)[:1][0]
+
+    def get(url: str):
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+
+    def list_page():
+        get(f"/memories/?scope=agent:main&kind=fact&page={rnd.randint(1, 3)}")
+
+    def list_page_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE status = %s AND scope = %s AND kind = %s",
+                ["active", "agent:main", "fact"],
+            )
+            cursor.fetchone()
+            cursor.execute(
+                f"SELECT id, scope, kind, tier, text, importance, pinned, status, updated_at FROM {table} "
+                "WHERE status = %s AND scope = %s AND kind = %s ORDER BY updated_at DESC LIMIT %s OFFSET %s",
+                ["active", "agent:main", "fact", page_size, page_size * rnd.randint(0, 2)],
+            )
+            cursor.fetchall()
+
+    def list_unfiltered():
+        get(f"/memories/?page={rnd.randint(1, 50)}")
+
+    def list_unfiltered_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE status = %s", ["active"])
+            cursor.fetchone()
+            cursor.execute(
+                f"SELECT id, scope, kind, tier, text, importance, pinned, status, updated_at FROM {table} "
+                "WHERE status = %s ORDER BY updated_at DESC LIMIT %s OFFSET %s",
+                ["active", page_size, page_size * rnd.randint(0, 49)],
+            )
+            cursor.fetchall()
+
+    def stats():
+        get("/api/stats/")
+
+    def stats_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT scope, status, kind, tier, pinned, COUNT(*) FROM {table} GROUP BY 1, 2, 3, 4, 5")
+            cursor.fetchall()
+
+    def pin():
+        response = client.post(f"/api/memories/{target}/{rnd.choice(['pin', 'unpin'])}/")
+        assert response.status_code == 200, response.status_code
+
+    # SQLite stores UUIDs as 32 hex characters; PostgreSQL takes the UUID itself.
+    target_param = target.hex if connection.vendor == "sqlite" else target
+    events_table = connection.ops.quote_name(MemoryEvent._meta.db_table)
+
+    def pin_sql():
+        now = timezone.now()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET pinned = NOT pinned, updated_at = %s WHERE id = %s", [now, target_param]
+            )
+            cursor.execute(
+                f"INSERT INTO {events_table} (memory_id, action, actor, reason, created_at) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [target_param, "pinned", "bench", "", now],
+            )
+
+    rows = [
+        ("list page (scope+kind filter, paginated)", list_page, list_page_sql),
+        ("list page (unfiltered, deep pages)", list_unfiltered, list_unfiltered_sql),
+        ("stats endpoint /api/stats/", stats, stats_sql),
+        ("single pin/unpin via API", pin, pin_sql),
+    ]
+    print(f"\n{Memory.objects.count()} memories on {connection.vendor}, {args.runs} runs each (ms)\n")
+    header = f"{'operation':44} {'median':>8} {'p95':>8} | {'raw SQL med':>11} {'raw p95':>8} | {'ratio p95':>9}"
+    print(header)
+    print("-" * len(header))
+    for name, fn, baseline in rows:
+        server = timed(fn, args.runs)
+        raw = timed(baseline, args.runs)
+        print(
+            f"{name:44} {statistics.median(server):8.2f} {p95(server):8.2f} | "
+            f"{statistics.median(raw):11.2f} {p95(raw):8.2f} | {p95(server) / p95(raw):8.2f}x"
+        )
+    print("\ntargets: list and stats p95 <= 150 ms at 100k, and within 3x of the raw query")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The back office: every model registered; memory changes still go through domain methods."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.utils.text import Truncator
+
+from memoryui.models import ApiToken, Memory, MemoryEvent
+
+
+class MemoryEventInline(admin.TabularInline):
+    model = MemoryEvent
+    extra = 0
+    can_delete = False
+    fields = ("created_at", "action", "actor", "reason", "before", "after")
+    readonly_fields = fields
+    ordering = ("-created_at",)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = ("short_text", "kind", "tier", "scope", "importance", "pinned", "status", "updated_at")
+    list_filter = ("status", "kind", "tier", "pinned", "source")
+    search_fields = ("text", "entity_key", "scope")
+    readonly_fields = ("id", "content_hash", "created_at", "updated_at", "access_count", "accessed_at")
+    inlines = [MemoryEventInline]
+    actions = ["pin_selected", "unpin_selected", "tombstone_selected", "restore_selected"]
+    show_full_result_count = False  # a COUNT(*) per page is wasted at 100k rows
+    list_per_page = 50
+
+    @admin.display(description="text")
+    def short_text(self, obj: Memory) -> str:
+        # Returned as plain str: the admin escapes it (memory text is untrusted).
+        return Truncator(obj.text).chars(90)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # deletes are tombstones
+
+    def save_model(self, request, obj, form, change):
+        actor = f"user:{request.user.username}"
+        if not change:
+            memory, created = Memory.objects.write(
+                actor=actor,
+                **{name: form.cleaned_data[name] for name in Memory.EDITABLE_FIELDS if name in form.cleaned_data},
+            )
+            obj.pk = memory.pk
+            if not created:
+                self.message_user(request, "Merged into an existing duplicate memory.", messages.WARNING)
+            return
+        original = Memory.objects.get(pk=obj.pk)
+        fields = {name: form.cleaned_data[name] for name in form.changed_data if name in Memory.EDITABLE_FIELDS}
+        original.edit(actor=actor, **fields)
+        if "status" in form.changed_data:
+            if obj.status == Memory.Status.TOMBSTONED:
+                original.tombstone(obj.tombstone_reason or "tombstoned in the back office", actor=actor)
+            else:
+                original.restore(actor=actor)
+
+    def _apply(self, request, queryset, label: str, action) -> None:
+        actor = f"user:{request.user.username}"
+        changed = sum(1 for memory in queryset if action(memory, actor))
+        self.message_user(request, f"{label} {changed} memories.")
+
+    @admin.action(description="Pin selected memories")
+    def pin_selected(self, request, queryset):
+        self._apply(request, queryset, "Pinned", lambda m, actor: m.pin(actor=actor))
+
+    @admin.action(description="Unpin selected memories")
+    def unpin_selected(self, request, queryset):
+        self._apply(request, queryset, "Unpinned", lambda m, actor: m.unpin(actor=actor))
+
+    @admin.action(description="Tombstone selected memories")
+    def tombstone_selected(self, request, queryset):
+        self._apply(
+            request, queryset, "Tombstoned", lambda m, actor: m.tombstone("tombstoned in the back office", actor=actor)
+        )
+
+    @admin.action(description="Restore selected memories")
+    def restore_selected(self, request, queryset):
+        self._apply(request, queryset, "Restored", lambda m, actor: m.restore(actor=actor))
+
+
+@admin.register(MemoryEvent)
+class MemoryEventAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "action", "actor", "memory", "reason")
+    list_filter = ("action",)
+    search_fields = ("actor", "reason", "memory__id")
+    list_select_related = ("memory",)
+    show_full_result_count = False
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # history is append-only
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "key_prefix", "user", "scopes", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("key_prefix", "key_hash", "created_at", "last_used_at")
+    actions = ["revoke_selected"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # tokens are issued in the Tokens page or with `manage.py api_token`, shown once
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_selected(self, request, queryset):
+        revoked = sum(1 for token in queryset if token.revoke())
+        self.message_user(request, f"Revoked {revoked} tokens.")
