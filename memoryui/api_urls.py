@@ -1,5 +1,25 @@
-"""REST API routes under /api/."""
+"""REST API routes under /api/. The last route answers every unknown URL with a JSON 404."""
 
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path, re_path
+from rest_framework.routers import SimpleRouter
+
+from memoryui import api
+
+app_name = "api"
+
+# Path converters (<uuid:pk>, <int:pk>) so a malformed id never reaches a view: it falls
+# through to the JSON 404 below.
+router = SimpleRouter(use_regex_path=False)
+router.register("memories", api.MemoryViewSet, basename="memory")
+router.register("tokens", api.TokenViewSet, basename="token")
+
+urlpatterns = [
+    *router.urls,
+    path("events/", api.EventListView.as_view(), name="event-list"),
+    path("stats/", api.StatsView.as_view(), name="stats"),
+    path("schema/", api.SchemaView.as_view(), name="schema"),
+    path("docs/", api.DocsView.as_view(), name="docs"),
+    re_path(r"^.*$", api.ApiNotFoundView.as_view(), name="not-found"),
+]

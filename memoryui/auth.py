@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from memoryui.models import ApiToken
@@ -28,3 +29,13 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) to unauthenticated calls.
         return 'Bearer realm="api"'
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Describes the token scheme in the OpenAPI schema (and lets Swagger UI send it)."""
+
+    target_class = ApiTokenAuthentication
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An API token: `Authorization: Bearer mui_…`."}

@@ -74,11 +74,12 @@ class MemoryQuerySet(models.QuerySet):
 
 
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
-    def write(self, *, actor: str, **fields) -> tuple[Memory, bool]:
+    def write(self, *, actor: str, id: uuid.UUID | None = None, **fields) -> tuple[Memory, bool]:
         """The write path: validate, normalize, place, dedup, insert or merge.
 
         Returns (memory, created). A duplicate (same normalized text or entity key in the
-        scope) is merged into the existing memory instead of inserted.
+        scope) is merged into the existing memory instead of inserted. `id` gives a new
+        memory a stable id (demo data, restores); it is ignored when the write merges.
         """
         clean = rules.clean_memory_fields(fields, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
         clean.setdefault("source", "manual")
@@ -112,6 +113,8 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             memory = self.model(
                 **clean, tier=tier, expires_at=expires_at, content_hash=hash_, created_at=now, updated_at=now
             )
+            if id is not None:
+                memory.id = id
             memory.save(force_insert=True)
             memory.record("created", actor=actor, after=memory.snapshot())
         return memory, True
@@ -175,10 +178,13 @@ class Memory(models.Model):
     class Meta:
         ordering = ["-updated_at", "-id"]
         indexes = [
-            models.Index(fields=["status", "-updated_at"], name="memory_status_updated"),
+            # The list's default order is (-updated_at, -id): the id in the index keeps a page
+            # cheap when many rows share one timestamp (a bulk import).
+            models.Index(fields=["status", "-updated_at", "-id"], name="memory_status_updated"),
+            models.Index(fields=["scope", "status", "-updated_at", "-id"], name="memory_scope_updated"),
             models.Index(fields=["scope", "status", "kind", "tier", "pinned"], name="memory_scope_breakdown"),
-            models.Index(fields=["status", "kind", "-updated_at"], name="memory_kind_updated"),
-            models.Index(fields=["status", "tier", "-updated_at"], name="memory_tier_updated"),
+            models.Index(fields=["status", "kind", "-updated_at", "-id"], name="memory_kind_updated"),
+            models.Index(fields=["status", "tier", "-updated_at", "-id"], name="memory_tier_updated"),
             models.Index(fields=["scope", "content_hash"], name="memory_scope_hash"),
             models.Index(fields=["expires_at"], name="memory_expires"),
         ]
@@ -251,11 +257,10 @@ class Memory(models.Model):
                     action, actor=actor, before=before, after=self.snapshot(list(changed)), reason=reason, batch=batch
                 )
         except IntegrityError:
+            message = f"another active memory in {self.scope} already has entity_key {self.entity_key}"
             for name, value in before.items():
                 setattr(self, name, Memory._meta.get_field(name).to_python(value))
-            raise ConflictError(
-                f"another active memory in {self.scope} already has entity_key {self.entity_key}"
-            ) from None
+            raise ConflictError(message) from None
         return True
 
     # --- domain actions (each writes a MemoryEvent) --------------------------------------
@@ -311,7 +316,7 @@ class Memory(models.Model):
         clean = rules.clean_memory_fields(fields, partial=True, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
         return self._change("edited", clean, actor=actor, reason=reason, batch=batch)
 
-    def merge_duplicate(self, incoming: dict, *, layer: str, actor: str) -> None:
+    def merge_duplicate(self, incoming: dict, *, layer: str, actor: str, batch=None) -> None:
         """Fold a duplicate write into this memory: bump access and importance, maybe text."""
         before = self.snapshot(["text", "importance", "access_count", "accessed_at"])
         self.access_count += 1
@@ -329,6 +334,7 @@ class Memory(models.Model):
                 "incoming": incoming["text"],
             },
             reason=f"duplicate by {layer.replace('_', ' ')}",
+            batch=batch,
         )
 
 
@@ -358,7 +364,10 @@ class MemoryEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["memory", "-created_at"], name="event_memory_time")]
+        indexes = [
+            models.Index(fields=["memory", "-created_at"], name="event_memory_time"),
+            models.Index(fields=["-created_at", "-id"], name="event_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} by {self.actor} at {self.created_at:%Y-%m-%d %H:%M}"

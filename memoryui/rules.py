@@ -229,7 +229,7 @@ def _unit_interval(name: str, value, errors: dict[str, list[str]]) -> float | No
         return None
     try:
         number = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         errors.setdefault(name, []).append("must be a number between 0 and 1")
         return None
     if not 0.0 <= number <= 1.0 or number != number:

@@ -10,6 +10,14 @@ from memoryui import views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("memories/", views.memory_list, name="memory_list"),
+    path("memories/new/", views.memory_create, name="memory_create"),
+    path("memories/bulk/", views.memory_bulk, name="memory_bulk"),
+    path("memories/<uuid:pk>/", views.memory_detail, name="memory_detail"),
+    path("memories/<uuid:pk>/edit/", views.memory_edit, name="memory_edit"),
+    path("memories/<uuid:pk>/<slug:action>/", views.memory_action, name="memory_action"),
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -55,3 +55,9 @@ def make_memory():
         return memory
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # Real hashers cost ~0.3 s a user; tests that create users don't test hashing.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

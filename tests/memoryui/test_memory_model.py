@@ -90,7 +90,7 @@ def test_restore_refuses_when_entity_key_is_taken_by_an_active_memory(make_memor
     old = make_memory("Phone 18600000000", kind="entity", entity_key="phone:18600000000")
     old.tombstone("replaced", actor="test")
     make_memory("Phone is 18600000000 (work)", kind="entity", entity_key="phone:18600000000")
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError, match="entity_key phone:18600000000"):
         old.restore(actor="test")
     old.refresh_from_db()
     assert old.status == "tombstoned"

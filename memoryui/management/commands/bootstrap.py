@@ -1,0 +1,103 @@
+"""Prepare a fresh checkout to serve: migrate, load the demo into an empty store, ensure an admin."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from memoryui import demo
+from memoryui.models import Memory
+
+ADMIN_USERNAME = "admin"
+URL = "http://127.0.0.1:8000/"
+PASSWORD_ENV = "MEMORYUI_ADMIN_PASSWORD"
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+class Command(BaseCommand):
+    help = (
+        "What `make run` does before serving: migrate; load the demo (clean + polluted) if the store "
+        "is empty; create the superuser 'admin' if there is none, with a random password shown once "
+        f"and kept in <data dir>/admin_password (mode 0600), or the password in ${PASSWORD_ENV}."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", action="store_true", help="print one JSON report on stdout")
+
+    def handle(self, *args, **options):
+        as_json = options["json"]
+        # Human messages go to stderr with --json, so stdout holds the JSON document only.
+        say = self.stderr.write if as_json else self.stdout.write
+
+        call_command("migrate", interactive=False, verbosity=0, stdout=io.StringIO())
+        seeded = None
+        if not Memory.objects.exists():
+            seeded = {"clean": demo.seed_clean(), "polluted": demo.seed_polluted()}
+            say(
+                f"The store was empty: loaded the demo ({seeded['clean']} clean memories, "
+                f"{seeded['polluted']} polluted legacy notes in agent:main and agent:test-w)."
+            )
+        admin = self._ensure_admin(say)
+        if as_json:
+            self.stdout.write(json.dumps({"migrated": True, "seeded": seeded, "admin": admin, "url": URL}))
+
+    def _ensure_admin(self, say) -> dict:
+        """Create the admin once; never show or reset its password again."""
+        users = get_user_model().objects
+        password_file = Path(settings.DATA_DIR) / "admin_password"
+        superuser = users.filter(is_superuser=True).order_by("pk").first()
+        if superuser is not None:
+            kept = superuser.username == ADMIN_USERNAME and password_file.exists()
+            where = f" (password in {_display(password_file)})" if kept else ""
+            say(f"Admin login: {superuser.username}{where}")
+            return {
+                "username": superuser.username,
+                "created": False,
+                "password_file": str(password_file) if kept else None,
+            }
+        if users.filter(username=ADMIN_USERNAME).exists():
+            say(
+                f"A user named {ADMIN_USERNAME!r} exists but is not a superuser; no admin was created. "
+                "Run `manage.py createsuperuser` to make one."
+            )
+            return {"username": None, "created": False, "password_file": None}
+
+        from_env = os.environ.get(PASSWORD_ENV, "")
+        password = from_env or secrets.token_urlsafe(12)
+        with transaction.atomic():
+            users.create_superuser(ADMIN_USERNAME, "", password)
+            if not from_env:
+                # Written inside the transaction: if the file cannot be kept, no admin is left
+                # behind with a password nobody knows.
+                fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to an existing file
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(password + "\n")
+        if from_env:
+            say(f"Admin login: {ADMIN_USERNAME} (password from ${PASSWORD_ENV})")
+            return {"username": ADMIN_USERNAME, "created": True, "password_file": None}
+        lines = [
+            f"memoryui is ready at {URL}",
+            f"username: {ADMIN_USERNAME}",
+            f"password: {password}",
+            f"Shown once; also kept in {_display(password_file)}",
+        ]
+        width = max(len(line) for line in lines)
+        border = "+" + "-" * (width + 2) + "+"
+        say("\n".join([border, *(f"| {line.ljust(width)} |" for line in lines), border]))
+        return {"username": ADMIN_USERNAME, "created": True, "password_file": str(password_file)}

@@ -1,0 +1,53 @@
+"""Write memory JSONL that import_memories reads back identically."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memoryui import jsonl, rules
+
+
+class Command(BaseCommand):
+    help = (
+        "Export memories as JSONL to PATH (or - for stdout), ordered by creation time, every field, "
+        "timestamps in UTC. Active memories only unless --include-tombstoned. The file is written "
+        "atomically (temporary file + rename) with mode 0600."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="JSONL file to write, or - for standard output")
+        parser.add_argument("--scope", help="only this scope (a bare id means agent:<id>)")
+        parser.add_argument("--include-tombstoned", action="store_true", help="also export tombstoned memories")
+        parser.add_argument("--json", action="store_true", help="print one JSON report on stdout")
+
+    def handle(self, *args, **options):
+        as_json = options["json"]
+        scope = options["scope"]
+        if scope is not None:
+            try:
+                scope = rules.normalize_scope(scope)
+            except rules.ScopeError as exc:
+                self._fail(f"--scope: {exc}", as_json)
+        if options["path"] == "-" and as_json:
+            self._fail("--json needs a file PATH: with - the export itself goes to stdout", as_json)
+
+        lines = jsonl.export_lines(scope=scope, include_tombstoned=options["include_tombstoned"])
+        if options["path"] == "-":
+            for line in lines:
+                self.stdout.write(line, ending="")
+            return
+        try:
+            exported = jsonl.write_export(options["path"], lines)
+        except OSError as exc:
+            self._fail(f"cannot write {options['path']}: {exc.strerror or exc}", as_json)
+        if as_json:
+            self.stdout.write(json.dumps({"exported": exported}))
+        else:
+            self.stdout.write(f"Exported {exported} memories to {options['path']}.")
+
+    def _fail(self, message: str, as_json: bool):
+        if as_json:
+            self.stdout.write(json.dumps({"error": message}, ensure_ascii=False))
+        raise CommandError(message)

@@ -1,0 +1,129 @@
+// memoryui: the little JavaScript there is. Pages work without it; this makes the htmx
+// error states visible (htmx 2.x does not swap 4xx/5xx responses by default).
+(function () {
+  "use strict";
+
+  var STATE_HEADER = "X-Memoryui-State";
+
+  // The server's state partials (unauthorized / unavailable / invalid) carry the state header:
+  // swap them in like a success, into wherever the server said (HX-Retarget for actions).
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var xhr = evt.detail.xhr;
+    if (xhr.status >= 400 && xhr.getResponseHeader(STATE_HEADER)) {
+      evt.detail.shouldSwap = true;
+      evt.detail.isError = false;
+    }
+  });
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text) node.textContent = text;
+    return node;
+  }
+
+  // An error the server did not describe (a proxy's 502 page, a dropped connection): build the
+  // unavailable state here, from text only; the response body is never put into the page.
+  function showUnavailable(detail, title, what) {
+    var verb = (detail.requestConfig && detail.requestConfig.verb) || "get";
+    var isAction = verb.toLowerCase() !== "get";
+    var alerts = document.getElementById("alerts");
+    var target = isAction || !detail.target ? alerts : detail.target;
+    if (!target) return;
+
+    var box = el("div", "state state-unavailable");
+    box.setAttribute("role", "alert");
+    box.setAttribute("data-state", "unavailable");
+    box.appendChild(el("div", "state-title", title));
+    box.appendChild(el("p", null, what));
+    box.appendChild(el("p", "muted", "Only this part of the page is affected."));
+    var actions = el("div", "state-actions");
+    var retry = el("button", "btn", "Retry");
+    retry.type = "button";
+    var path = detail.pathInfo && detail.pathInfo.requestPath;
+    var source = detail.elt;
+    var swapTarget = detail.target;
+    retry.addEventListener("click", function () {
+      if (isAction) box.remove();
+      htmx.ajax(verb, path, { source: source, target: swapTarget });
+    });
+    actions.appendChild(retry);
+    if (isAction) {
+      var dismiss = el("button", "btn btn-quiet", "Dismiss");
+      dismiss.type = "button";
+      dismiss.setAttribute("data-dismiss", "");
+      actions.appendChild(dismiss);
+    }
+    box.appendChild(actions);
+
+    if (target === alerts) {
+      alerts.appendChild(box);
+    } else {
+      target.replaceChildren(box);
+    }
+  }
+
+  document.addEventListener("htmx:responseError", function (evt) {
+    var xhr = evt.detail.xhr;
+    if (xhr.getResponseHeader(STATE_HEADER)) return;
+    var title = xhr.status >= 500 ? "Server unavailable" : "Request failed";
+    showUnavailable(evt.detail, title, "The server answered status " + xhr.status + (xhr.statusText ? " " + xhr.statusText : "") + ".");
+  });
+
+  document.addEventListener("htmx:sendError", function (evt) {
+    showUnavailable(evt.detail, "Server unreachable", "The server could not be reached (network error). Check that memoryui is running.");
+  });
+
+  // Filter forms: leave blank and default fields out of the URL (?kind=note, not
+  // ?q=&scope=&kind=note&status=active…), so shared links and history stay readable.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    var elt = evt.detail.elt;
+    if (evt.detail.verb !== "get" || !elt.hasAttribute || !elt.hasAttribute("data-prune-empty")) return;
+    var params = evt.detail.parameters;
+    Object.keys(params).forEach(function (name) {
+      var field = elt.elements[name];
+      var fallback = field && field.getAttribute ? field.getAttribute("data-default") : null;
+      if (params[name] === "" || params[name] === fallback) delete params[name];
+    });
+  });
+
+  // After a sort header or pager link changes the URL, show the same choices in the filter form.
+  document.addEventListener("htmx:pushedIntoHistory", function () {
+    var form = document.getElementById("filters");
+    if (!form) return;
+    var query = new URLSearchParams(window.location.search);
+    Array.prototype.forEach.call(form.elements, function (field) {
+      if (!field.name || field.type === "submit") return;
+      field.value = query.get(field.name) || "";
+      if (field.tagName === "SELECT" && field.selectedIndex < 0) field.selectedIndex = 0;
+    });
+  });
+
+  // A successful retry from the alerts region clears that alert.
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var alerts = document.getElementById("alerts");
+    if (evt.detail.successful && alerts && alerts.contains(evt.detail.elt)) {
+      var state = evt.detail.elt.closest(".state");
+      if (state) state.remove();
+    }
+  });
+
+  document.addEventListener("click", function (evt) {
+    var dismiss = evt.target.closest("[data-dismiss]");
+    if (dismiss) {
+      var box = dismiss.closest(".alert, .state");
+      if (box) box.remove();
+    }
+  });
+
+  // "Select all" checkbox for the bulk actions.
+  document.addEventListener("change", function (evt) {
+    var all = evt.target.closest("[data-select-all]");
+    if (!all) return;
+    var name = all.getAttribute("data-select-all");
+    var table = all.closest("table");
+    table.querySelectorAll('input[type="checkbox"][name="' + name + '"]').forEach(function (box) {
+      box.checked = all.checked;
+    });
+  });
+})();

@@ -1,0 +1,63 @@
+"""The dashboard in a real browser: stats and bars, and a failing stats backend."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+from playwright.sync_api import expect
+
+from memoryui.models import Memory, MemoryQuerySet
+
+pytestmark = pytest.mark.e2e
+
+
+def test_dashboard_renders_stats_and_bars_that_match_the_database(signed_in, live_server, make_memory):
+    page = signed_in
+    for i in range(3):
+        make_memory(f"fact {i}", kind="fact", scope="agent:main")
+    make_memory("Name is Lin.", kind="entity", scope="agent:test-w")
+    make_memory("chit-chat", kind="note").tombstone("noise", actor="test")
+
+    page.goto(f"{live_server.url}/")
+
+    stats = Memory.objects.stats()
+    expect(page.locator('[data-stat="total"]')).to_have_text(str(stats["total"]))
+    expect(page.locator('[data-stat="pinned"]')).to_have_text(str(stats["pinned"]))
+    expect(page.locator('[data-stat="tombstoned"]')).to_have_text(str(stats["tombstoned"]))
+    kinds = page.locator('[data-breakdown="kind"]')
+    expect(kinds.locator('[data-count="fact"]')).to_have_text("3")
+    expect(kinds.locator('[data-count="relationship"]')).to_have_text("0")
+    fact_bar = kinds.locator("tr", has_text="fact").locator(".bar")
+    entity_bar = kinds.locator("tr", has_text="entity").locator(".bar")
+    assert fact_bar.bounding_box()["width"] > 2.5 * entity_bar.bounding_box()["width"] > 0
+    expect(page.locator('[data-breakdown="scope"] a', has_text="agent:test-w")).to_have_attribute(
+        "href", "/memories/?scope=agent%3Atest-w"
+    )
+
+
+def test_a_failing_stats_backend_shows_unavailable_and_retry_brings_the_data_back(
+    signed_in, live_server, make_memory, monkeypatch
+):
+    page = signed_in
+    make_memory("Prefers terse answers.")
+    monkeypatch.setattr(
+        MemoryQuerySet, "stats", lambda self: (_ for _ in ()).throw(OperationalError("database is locked"))
+    )
+
+    page.goto(f"{live_server.url}/")
+
+    panel = page.locator("#stats-panel")
+    expect(panel.locator('[data-state="unavailable"]')).to_be_visible()
+    expect(panel).to_contain_text("Database unavailable")
+    expect(panel).to_contain_text("status 503")
+    expect(panel).to_contain_text("database is locked")
+    expect(page.locator("#activity")).to_contain_text("created")  # the rest of the page works
+    retry = panel.get_by_role("button", name="Retry")
+    expect(retry).to_be_visible()
+
+    monkeypatch.undo()
+    retry.click()
+
+    expect(panel.locator('[data-stat="total"]')).to_have_text("1")
+    expect(panel.locator('[data-state="unavailable"]')).to_have_count(0)
+    assert page.url == f"{live_server.url}/"

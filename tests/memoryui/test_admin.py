@@ -1,0 +1,61 @@
+"""The back office: every model registered, memory text escaped, changes recorded."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from memoryui.models import ApiToken, Memory, MemoryEvent
+
+pytestmark = pytest.mark.django_db
+
+SCRIPT = "<script>alert('x')</script>"
+
+
+def test_every_model_has_a_back_office_page(alice_client, make_memory, agent_token):
+    memory = make_memory()
+    for model in (Memory, MemoryEvent, ApiToken):
+        url = reverse(f"admin:memoryui_{model._meta.model_name}_changelist")
+        assert alice_client.get(url).status_code == 200
+    assert alice_client.get(reverse("admin:memoryui_memory_change", args=[memory.pk])).status_code == 200
+
+
+def test_memory_text_is_escaped_in_the_back_office(alice_client, make_memory):
+    memory = make_memory(f"{SCRIPT} likes tea", scope="agent:main")
+    for url in (
+        reverse("admin:memoryui_memory_changelist"),
+        reverse("admin:memoryui_memory_change", args=[memory.pk]),
+        reverse("admin:memoryui_memoryevent_changelist"),
+    ):
+        body = alice_client.get(url).content.decode()
+        assert SCRIPT not in body
+        assert "&lt;script&gt;" in body
+
+
+def test_back_office_cannot_hard_delete_memories_or_rewrite_history(alice_client, make_memory):
+    memory = make_memory()
+    response = alice_client.post(reverse("admin:memoryui_memory_delete", args=[memory.pk]), {"post": "yes"})
+    assert response.status_code == 403
+    assert Memory.objects.filter(pk=memory.pk).exists()
+    event = memory.events.get()
+    assert alice_client.get(reverse("admin:memoryui_memoryevent_change", args=[event.pk])).status_code == 200
+    response = alice_client.post(reverse("admin:memoryui_memoryevent_delete", args=[event.pk]), {"post": "yes"})
+    assert response.status_code == 403
+
+
+def test_back_office_pin_action_writes_history(alice_client, make_memory):
+    memory = make_memory(kind="fact")
+    response = alice_client.post(
+        reverse("admin:memoryui_memory_changelist"),
+        {"action": "pin_selected", "_selected_action": [str(memory.pk)]},
+    )
+    assert response.status_code == 302
+    memory.refresh_from_db()
+    assert memory.pinned
+    assert memory.events.filter(action="pinned", actor="user:alice").exists()
+
+
+def test_back_office_is_closed_to_anonymous_users(client):
+    response = client.get(reverse("admin:memoryui_memory_changelist"))
+    assert response.status_code == 302
+    assert "/login/" in response["Location"]
