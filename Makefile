@@ -18,8 +18,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@touch $(STAMP)
 
 run: install
-	$(PY) manage.py bootstrap
-	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
+	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)/
+	$(VENV)/bin/gunicorn memoryui.wsgi --bind $(HOST):$(PORT) --workers 2 --threads 4 \
+		--access-logfile - --error-logfile - --log-level warning
 
 test: install
 	$(PY) manage.py check --fail-level WARNING

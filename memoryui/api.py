@@ -14,7 +14,6 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core import signals
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import Q
 from django.urls import Resolver404, resolve
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
@@ -207,35 +206,33 @@ def _uuid_param(name: str, value: str, errors: dict) -> uuid.UUID | None:
         return None
 
 
+PINNED_PARAMS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 def filter_memories(queryset, params):
     """Apply the list filters from query parameters; a bad value is a 400 naming the parameter."""
     errors: dict[str, list[str]] = {}
     status_value = params.get("status") or "active"
-    if status_value != "all" and _choice_param("status", status_value, (*rules.STATUSES, "all"), errors):
-        queryset = queryset.filter(status=status_value)
+    _choice_param("status", status_value, (*rules.STATUSES, "all"), errors)
+    filters = {"status": status_value}
     if scope := params.get("scope"):
-        queryset = queryset.filter(scope=_scope_param(scope, errors))
+        filters["scope"] = _scope_param(scope, errors)
     for name, choices in (("kind", rules.KINDS), ("tier", rules.TIERS), ("source", rules.SOURCES)):
         if value := params.get(name):
-            queryset = queryset.filter(**{name: _choice_param(name, value, choices, errors)})
+            filters[name] = _choice_param(name, value, choices, errors)
     if pinned := params.get("pinned"):
-        if pinned.lower() in {"true", "1", "yes"}:
-            queryset = queryset.filter(pinned=True)
-        elif pinned.lower() in {"false", "0", "no"}:
-            queryset = queryset.filter(pinned=False)
-        else:
+        filters["pinned"] = PINNED_PARAMS.get(pinned.lower())
+        if filters["pinned"] is None:
             errors["pinned"] = ["must be true or false"]
-    if q := params.get("q", "").strip():
-        queryset = queryset.filter(Q(text__icontains=q) | Q(entity_key__icontains=q))
-    if ordering := params.get("ordering"):
-        fields = [field.strip() for field in ordering.split(",") if field.strip()]
-        bad = [field for field in fields if field.removeprefix("-") not in MEMORY_ORDERINGS]
-        if bad or not fields:
-            errors["ordering"] = [f"order by one of: {', '.join(MEMORY_ORDERINGS)} (prefix - for descending)"]
-        else:
-            queryset = queryset.order_by(*fields, "-id")  # the id keeps pages stable among ties
+    filters["text"] = params.get("q", "").strip()
+    ordering = [field.strip() for field in params.get("ordering", "").split(",") if field.strip()]
+    if "ordering" in params and (not ordering or any(f.removeprefix("-") not in MEMORY_ORDERINGS for f in ordering)):
+        errors["ordering"] = [f"order by one of: {', '.join(MEMORY_ORDERINGS)} (prefix - for descending)"]
     if errors:
         raise exceptions.ValidationError(errors)
+    queryset = queryset.matching(**filters)
+    if ordering:
+        queryset = queryset.order_by(*ordering, "-id")  # the id keeps pages stable among ties
     return queryset
 
 
@@ -480,20 +477,16 @@ class MemoryViewSet(viewsets.GenericViewSet):
             for pk in ids:
                 memory = memories[pk]
                 try:
-                    changed += self._apply(memory, verb, body.validated_data, actor=actor, batch=batch)
+                    changed += memory.apply_action(
+                        verb,
+                        actor=actor,
+                        batch=batch,
+                        reason=body.validated_data.get("reason", ""),
+                        tier=body.validated_data.get("tier", ""),
+                    )
                 except ConflictError as exc:
                     raise ApiError(409, f"{exc}; nothing was changed.", {"ids": [str(pk)]}) from None
         return Response({"batch": batch, "action": verb, "changed": changed, "unchanged": len(ids) - changed})
-
-    @staticmethod
-    def _apply(memory: Memory, verb: str, data: dict, *, actor: str, batch: uuid.UUID) -> bool:
-        if verb == "tombstone":
-            return memory.tombstone(data["reason"], actor=actor, batch=batch)
-        if verb == "restore":
-            return memory.restore(actor=actor, reason=data.get("reason", ""), batch=batch)
-        if verb == "set_tier":
-            return memory.set_tier(data["tier"], actor=actor, batch=batch)
-        return getattr(memory, verb)(actor=actor, batch=batch)  # pin, unpin
 
 
 # --- events, stats -----------------------------------------------------------------------

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from django import forms
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
 from memoryui import rules
 from memoryui.models import ApiToken, ConflictError, Memory
@@ -111,16 +110,15 @@ class MemoryFilterForm(forms.Form):
     def queryset(self):
         """The memories these filters select, sorted; call after is_valid()."""
         data = self.cleaned_data
-        memories = Memory.objects.all()
-        if data["status"] != "all":
-            memories = memories.filter(status=data["status"])
-        for name in ("scope", "kind", "tier", "source"):
-            if data[name]:
-                memories = memories.filter(**{name: data[name]})
-        if data["pinned"]:
-            memories = memories.filter(pinned=PINNED_FILTERS[data["pinned"]])
-        if data["q"]:
-            memories = memories.filter(Q(text__icontains=data["q"]) | Q(entity_key__icontains=data["q"]))
+        memories = Memory.objects.matching(
+            status=data["status"],
+            scope=data["scope"],
+            kind=data["kind"],
+            tier=data["tier"],
+            source=data["source"],
+            pinned=PINNED_FILTERS.get(data["pinned"]),
+            text=data["q"],
+        )
         sort = data["sort"]
         field = SORT_FIELDS[sort.lstrip("-")]
         prefix = "-" if sort.startswith("-") else ""
@@ -324,14 +322,7 @@ class BulkActionForm(forms.Form):
         changed = unchanged = 0
         with transaction.atomic():
             for memory in Memory.objects.select_for_update().filter(pk__in=data["ids"]).order_by("pk"):
-                if action == "tombstone":
-                    done = memory.tombstone(data["reason"], actor=actor, batch=batch)
-                elif action == "restore":
-                    done = memory.restore(actor=actor, reason=data["reason"], batch=batch)
-                elif action == "set_tier":
-                    done = memory.set_tier(data["tier"], actor=actor, batch=batch)
-                else:
-                    done = getattr(memory, action)(actor=actor, batch=batch)
+                done = memory.apply_action(action, actor=actor, batch=batch, reason=data["reason"], tier=data["tier"])
                 changed += bool(done)
                 unchanged += not done
         verb, why = BULK_ACTIONS[action]

@@ -31,6 +31,25 @@ class MemoryQuerySet(models.QuerySet):
         """Limit to the given scopes; None means every scope."""
         return self if scopes is None else self.filter(scope__in=scopes)
 
+    def matching(
+        self,
+        *,
+        status: str = "active",
+        scope: str | None = None,
+        kind: str | None = None,
+        tier: str | None = None,
+        source: str | None = None,
+        pinned: bool | None = None,
+        text: str | None = None,
+    ) -> MemoryQuerySet:
+        """The list filters shared by the dashboard and the API; `status="all"` keeps both."""
+        memories = self if status == "all" else self.filter(status=status)
+        exact = {"scope": scope, "kind": kind, "tier": tier, "source": source, "pinned": pinned}
+        memories = memories.filter(**{name: value for name, value in exact.items() if value not in (None, "")})
+        if text:
+            memories = memories.filter(Q(text__icontains=text) | Q(entity_key__icontains=text))
+        return memories
+
     def stats(self) -> dict:
         """Counts by kind, tier and scope over active memories, every kind and tier present.
 
@@ -302,6 +321,20 @@ class Memory(models.Model):
             raise rules.MemoryValidationError({"tier": [f"{tier!r} is not one of: {', '.join(rules.TIERS)}"]})
         demoted = rules.TIERS.index(tier) > rules.TIERS.index(self.tier)
         return self._change("demoted" if demoted else "edited", {"tier": tier}, actor=actor, batch=batch)
+
+    BULK_ACTIONS = ("pin", "unpin", "tombstone", "restore", "set_tier")
+
+    def apply_action(self, action: str, *, actor: str, batch=None, reason: str = "", tier: str = "") -> bool:
+        """Run one of BULK_ACTIONS by name (bulk actions in the UI and the API)."""
+        if action == "tombstone":
+            return self.tombstone(reason, actor=actor, batch=batch)
+        if action == "restore":
+            return self.restore(actor=actor, reason=reason, batch=batch)
+        if action == "set_tier":
+            return self.set_tier(tier, actor=actor, batch=batch)
+        if action in ("pin", "unpin"):
+            return getattr(self, action)(actor=actor, batch=batch)
+        raise ValueError(f"unknown action {action!r}")
 
     EDITABLE_FIELDS = (
         "scope", "kind", "tier", "text", "importance", "confidence", "pinned", "source",

@@ -15,7 +15,7 @@ from memoryui import rules
 from memoryui.models import ApiToken, Memory, MemoryEvent
 
 BULK_MAX_IDS = 1000
-BULK_ACTIONS = ("pin", "unpin", "tombstone", "restore", "set_tier")
+BULK_ACTIONS = Memory.BULK_ACTIONS
 
 
 def as_plain_dict(data) -> dict:

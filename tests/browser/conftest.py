@@ -42,17 +42,22 @@ def browser_context_args(browser_context_args):
 
 
 @pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The fixtures' users are created with a password; the default hasher costs ~0.3 s each.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def _screenshot(request, page):
     """Keep a screenshot of where each test ended, for a human to look at."""
     yield
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
+
+
+@pytest.fixture
+def screenshot(request, page):
+    """Save a screenshot of the page as it is now: `screenshot("unauthorized")`."""
+
+    def take(label: str) -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}-{label}.png"), full_page=True)
+
+    return take
 
 
 @pytest.fixture

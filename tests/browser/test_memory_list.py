@@ -33,7 +33,9 @@ def test_pinning_and_tombstoning_update_the_row_and_show_in_the_history(signed_i
     expect(history.locator(".event").nth(1)).to_contain_text("pinned")
 
 
-def test_an_expired_session_during_htmx_requests_shows_the_unauthorized_state(signed_in, live_server, make_memory):
+def test_an_expired_session_during_htmx_requests_shows_the_unauthorized_state(
+    signed_in, live_server, make_memory, screenshot
+):
     page = signed_in
     memory = make_memory("Prefers terse answers.")
     page.goto(f"{live_server.url}/memories/")
@@ -55,6 +57,7 @@ def test_an_expired_session_during_htmx_requests_shows_the_unauthorized_state(si
     expect(page.locator("#filters")).to_be_visible()
     expect(page.locator("nav.nav")).to_contain_text("Memories")
     expect(page.locator('input[name="password"]')).to_have_count(0)  # no login page swapped in
+    screenshot("unauthorized-panel")
 
     sign_in.click()
     expect(page).to_have_url(f"{live_server.url}/accounts/login/?next=%2Fmemories%2F")

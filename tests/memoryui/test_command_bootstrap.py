@@ -40,6 +40,12 @@ def test_first_run_creates_the_admin_and_shows_the_password_once(data_dir):
     assert admin.is_superuser and admin.check_password(password)
 
 
+def test_the_printed_login_names_the_address_being_served(data_dir):
+    output = bootstrap("--url", "http://127.0.0.1:8765/")
+    assert "memoryui is ready at http://127.0.0.1:8765/" in output
+    assert "8000" not in output
+
+
 def test_later_runs_never_print_or_change_the_password(data_dir):
     bootstrap()
     password = (data_dir / "admin_password").read_text().strip()

@@ -18,7 +18,7 @@ from memoryui import demo
 from memoryui.models import Memory
 
 ADMIN_USERNAME = "admin"
-URL = "http://127.0.0.1:8000/"
+DEFAULT_URL = "http://127.0.0.1:8000/"
 PASSWORD_ENV = "MEMORYUI_ADMIN_PASSWORD"
 
 
@@ -38,6 +38,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print one JSON report on stdout")
+        parser.add_argument("--url", default=DEFAULT_URL, help="the address the dashboard will be served on")
 
     def handle(self, *args, **options):
         as_json = options["json"]
@@ -52,11 +53,11 @@ class Command(BaseCommand):
                 f"The store was empty: loaded the demo ({seeded['clean']} clean memories, "
                 f"{seeded['polluted']} polluted legacy notes in agent:main and agent:test-w)."
             )
-        admin = self._ensure_admin(say)
+        admin = self._ensure_admin(say, options["url"])
         if as_json:
-            self.stdout.write(json.dumps({"migrated": True, "seeded": seeded, "admin": admin, "url": URL}))
+            self.stdout.write(json.dumps({"migrated": True, "seeded": seeded, "admin": admin, "url": options["url"]}))
 
-    def _ensure_admin(self, say) -> dict:
+    def _ensure_admin(self, say, url: str) -> dict:
         """Create the admin once; never show or reset its password again."""
         users = get_user_model().objects
         password_file = Path(settings.DATA_DIR) / "admin_password"
@@ -92,7 +93,7 @@ class Command(BaseCommand):
             say(f"Admin login: {ADMIN_USERNAME} (password from ${PASSWORD_ENV})")
             return {"username": ADMIN_USERNAME, "created": True, "password_file": None}
         lines = [
-            f"memoryui is ready at {URL}",
+            f"memoryui is ready at {url}",
             f"username: {ADMIN_USERNAME}",
             f"password: {password}",
             f"Shown once; also kept in {_display(password_file)}",
