@@ -36,12 +36,14 @@ django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
+from django.core.paginator import Paginator  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from memoryui import rules  # noqa: E402
 from memoryui.models import Memory, MemoryEvent  # noqa: E402
+from memoryui.views import LIST_COLUMNS  # noqa: E402
 
 SCOPES = [f"agent:bot-{i:02d}" for i in range(20)] + ["agent:main", "user:42", "global"]
 WORDS_EN = [
@@ -99,9 +101,6 @@ def build_store(count: int) -> None:
             Memory.objects.bulk_create(batch)
             batch.clear()
     Memory.objects.bulk_create(batch)
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
     marker.write_text(str(count))
 
 
@@ -127,6 +126,10 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     build_store(args.memories)
+    # Measure a store in steady state: planner statistics, and on PostgreSQL a visibility map
+    # (what autovacuum keeps) so counts can use index-only scans.
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "VACUUM ANALYZE")
     user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_superuser": True})
     client = Client()
     client.force_login(user)
@@ -135,40 +138,56 @@ def main() -> None:
     rnd = random.Random(1)
     target = Memory.objects.filter(scope="agent:main", status="active").values_list("pk", flat=True)[:1][0]
 
-    def get(url: str):
-        response = client.get(url)
+    def get(url: str, **headers):
+        response = client.get(url, headers=headers)
         assert response.status_code == 200, (url, response.status_code)
+
+    columns = "id, scope, kind, tier, text, importance, pinned, status, entity_key, updated_at"
+
+    def page_sql(where: str, params: list, pages: int, with_scopes: bool = True) -> None:
+        """What the list page needs from the database: count, one page, the scope choices."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", params)
+            cursor.fetchone()
+            cursor.execute(
+                f"SELECT {columns} FROM {table} WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT %s OFFSET %s",
+                [*params, page_size, page_size * rnd.randint(0, pages - 1)],
+            )
+            cursor.fetchall()
+        if with_scopes:
+            Memory.objects.scope_names()  # hand-written SQL already (a loose index scan)
+
+    filtered = ("status = %s AND scope = %s AND kind = %s", ["active", "agent:main", "fact"])
+    # icontains: SQLite's LIKE already ignores ASCII case; PostgreSQL needs UPPER() on both sides.
+    like = "{} LIKE %s" if connection.vendor == "sqlite" else "UPPER({}) LIKE UPPER(%s)"
+    searched = (
+        f"status = %s AND ({like.format('text')} OR {like.format('entity_key')})",
+        ["active", "%escalation%", "%escalation%"],
+    )
 
     def list_page():
         get(f"/memories/?scope=agent:main&kind=fact&page={rnd.randint(1, 3)}")
 
     def list_page_sql():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT COUNT(*) FROM {table} WHERE status = %s AND scope = %s AND kind = %s",
-                ["active", "agent:main", "fact"],
-            )
-            cursor.fetchone()
-            cursor.execute(
-                f"SELECT id, scope, kind, tier, text, importance, pinned, status, updated_at FROM {table} "
-                "WHERE status = %s AND scope = %s AND kind = %s ORDER BY updated_at DESC LIMIT %s OFFSET %s",
-                ["active", "agent:main", "fact", page_size, page_size * rnd.randint(0, 2)],
-            )
-            cursor.fetchall()
+        page_sql(*filtered, pages=3)
+
+    def list_fragment():
+        get(f"/memories/?scope=agent:main&kind=fact&page={rnd.randint(1, 3)}", HX_Request="true")
+
+    def list_fragment_sql():
+        page_sql(*filtered, pages=3, with_scopes=False)
+
+    def list_search():
+        get(f"/memories/?q=escalation&page={rnd.randint(1, 20)}")
+
+    def list_search_sql():
+        page_sql(*searched, pages=20)
 
     def list_unfiltered():
         get(f"/memories/?page={rnd.randint(1, 50)}")
 
     def list_unfiltered_sql():
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE status = %s", ["active"])
-            cursor.fetchone()
-            cursor.execute(
-                f"SELECT id, scope, kind, tier, text, importance, pinned, status, updated_at FROM {table} "
-                "WHERE status = %s ORDER BY updated_at DESC LIMIT %s OFFSET %s",
-                ["active", page_size, page_size * rnd.randint(0, 49)],
-            )
-            cursor.fetchall()
+        page_sql("status = %s", ["active"], pages=50)
 
     def stats():
         get("/api/stats/")
@@ -198,24 +217,48 @@ def main() -> None:
                 [target_param, "pinned", "bench", "", now],
             )
 
+    def orm_page(**filters):
+        """The data path of the list view: the same queryset, paginator and page it uses."""
+
+        def run():
+            memories = Memory.objects.matching(**filters).only(*LIST_COLUMNS).order_by("-updated_at", "-id")
+            paginator = Paginator(memories, page_size)
+            list(paginator.page(min(rnd.randint(1, 3), paginator.num_pages)).object_list)
+            Memory.objects.scope_names()
+
+        return run
+
+    def orm_stats():
+        Memory.objects.stats()
+
     rows = [
-        ("list page (scope+kind filter, paginated)", list_page, list_page_sql),
-        ("list page (unfiltered, deep pages)", list_unfiltered, list_unfiltered_sql),
-        ("stats endpoint /api/stats/", stats, stats_sql),
-        ("single pin/unpin via API", pin, pin_sql),
+        ("list page, scope+kind filter", list_page, orm_page(scope="agent:main", kind="fact"), list_page_sql),
+        ("list results (htmx), scope+kind filter", list_fragment, None, list_fragment_sql),
+        ("list page, text search", list_search, orm_page(text="escalation"), list_search_sql),
+        ("list page, unfiltered, deep pages", list_unfiltered, None, list_unfiltered_sql),
+        ("stats endpoint /api/stats/", stats, orm_stats, stats_sql),
+        ("single pin/unpin via API", pin, None, pin_sql),
     ]
-    print(f"\n{Memory.objects.count()} memories on {connection.vendor}, {args.runs} runs each (ms)\n")
-    header = f"{'operation':44} {'median':>8} {'p95':>8} | {'raw SQL med':>11} {'raw p95':>8} | {'ratio p95':>9}"
+    print(f"\n{Memory.objects.count()} memories on {connection.vendor}, {args.runs} runs each, times in ms")
+    print("server = the whole Django request, in-process (middleware, auth, view, template or JSON);")
+    print("orm = the view's own database work through the ORM; raw = the same data with hand-written SQL\n")
+    header = (
+        f"{'operation':40} {'server med':>10} {'p95':>7} | {'orm med':>8} {'p95':>7} | "
+        f"{'raw med':>8} {'p95':>7} | {'server/raw':>10} {'orm/raw':>8}"
+    )
     print(header)
     print("-" * len(header))
-    for name, fn, baseline in rows:
+    for name, fn, orm, baseline in rows:
         server = timed(fn, args.runs)
+        data = timed(orm, args.runs) if orm else None
         raw = timed(baseline, args.runs)
+        orm_cells = f"{statistics.median(data):8.2f} {p95(data):7.2f}" if data else f"{'':8} {'':7}"
+        orm_ratio = f"{p95(data) / p95(raw):7.2f}x" if data else f"{'':8}"
         print(
-            f"{name:44} {statistics.median(server):8.2f} {p95(server):8.2f} | "
-            f"{statistics.median(raw):11.2f} {p95(raw):8.2f} | {p95(server) / p95(raw):8.2f}x"
+            f"{name:40} {statistics.median(server):10.2f} {p95(server):7.2f} | {orm_cells} | "
+            f"{statistics.median(raw):8.2f} {p95(raw):7.2f} | {p95(server) / p95(raw):9.2f}x {orm_ratio}"
         )
-    print("\ntargets: list and stats p95 <= 150 ms at 100k, and within 3x of the raw query")
+    print("\ntargets: list and stats p95 <= 150 ms at 100k, and within 3x of the raw query (p95 ratios)")
 
 
 if __name__ == "__main__":

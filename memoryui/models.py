@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
@@ -93,6 +93,26 @@ class MemoryQuerySet(models.QuerySet):
 
 
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
+    def scope_names(self, limit: int = 200) -> list[str]:
+        """Every scope in the store, sorted, at most `limit`.
+
+        A loose index scan: one index seek per scope instead of reading every row, which
+        `SELECT DISTINCT` does on PostgreSQL (tens of ms at 100k memories).
+        """
+        table = connection.ops.quote_name(self.model._meta.db_table)
+        sql = f"""
+            WITH RECURSIVE scopes(scope) AS (
+                SELECT MIN(scope) FROM {table}
+                UNION ALL
+                SELECT (SELECT MIN(scope) FROM {table} WHERE scope > scopes.scope)
+                FROM scopes WHERE scopes.scope IS NOT NULL
+            )
+            SELECT scope FROM scopes WHERE scope IS NOT NULL LIMIT %s
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [limit])
+            return [row[0] for row in cursor.fetchall()]
+
     def write(self, *, actor: str, id: uuid.UUID | None = None, **fields) -> tuple[Memory, bool]:
         """The write path: validate, normalize, place, dedup, insert or merge.
 

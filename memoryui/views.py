@@ -284,7 +284,7 @@ def _results_panel(request: HttpRequest, form: MemoryFilterForm) -> dict:
 
 
 def _scope_choices() -> list[str]:
-    scopes, _ = _load(lambda: list(Memory.objects.order_by("scope").values_list("scope", flat=True).distinct()[:200]))
+    scopes, _ = _load(Memory.objects.scope_names)
     return scopes or []
 
 

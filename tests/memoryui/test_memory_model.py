@@ -162,3 +162,13 @@ def test_apply_action_runs_each_bulk_action_by_name(make_memory):
         memory.apply_action("delete", actor="test")
     actions = list(memory.events.order_by("id").values_list("action", flat=True))
     assert actions == ["created", "pinned", "demoted", "tombstoned", "restored", "unpinned"]
+
+
+def test_scope_names_lists_every_scope_once_in_order(make_memory):
+    for scope in ("user:42", "agent:main", "global", "agent:main", "agent:ops-bot"):
+        make_memory(f"a fact in {scope} {len(scope)}", scope=scope, kind="fact")
+    make_memory("gone", scope="agent:zz", kind="fact").tombstone("x", actor="test")
+    assert Memory.objects.scope_names() == ["agent:main", "agent:ops-bot", "agent:zz", "global", "user:42"]
+    assert Memory.objects.scope_names(limit=2) == ["agent:main", "agent:ops-bot"]
+    Memory.objects.all().update(scope="agent:main")
+    assert Memory.objects.scope_names() == ["agent:main"]

@@ -1,0 +1,43 @@
+"""Cheap formatting filters for the rows of the memory list.
+
+The built-in `date`, `floatformat` and `truncatechars` cost ~4 ms per 50 rows between
+them (locale-aware formatting, Decimal arithmetic); these do the same narrow job with
+plain string formatting. Output is escaped by the template as usual.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+TWO_PLACES = Decimal("0.01")
+
+
+@register.filter
+def shorten(text: str, length: int) -> str:
+    """Cut to `length` characters, ending with an ellipsis when cut."""
+    text = text or ""
+    return text if len(text) <= length else text[: max(length - 1, 0)] + "…"
+
+
+@register.filter
+def minute(value: datetime | None) -> str:
+    """`2026-11-22 02:36` in the current time zone."""
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M") if value else ""
+
+
+@register.filter
+def isotime(value: datetime | None) -> str:
+    return timezone.localtime(value).isoformat() if value else ""
+
+
+@register.filter
+def fixed2(value: float | None) -> str:
+    """Two decimals, rounding half up from the shortest repr (0.955 → 0.96), like floatformat."""
+    if value is None:
+        return ""
+    return str(Decimal(repr(value)).quantize(TWO_PLACES, rounding=ROUND_HALF_UP))
