@@ -20,7 +20,7 @@ from django.db import IntegrityError, connections, models, router, transaction
 from django.utils import timezone
 
 from memoryui import rules
-from memoryui.models import Memory, MemoryEvent
+from memoryui.models import Memory, MemoryEvent, queue_index_sync
 
 CHUNK_SIZE = 1000
 IMPORT_ACTOR = "import"
@@ -218,6 +218,7 @@ def insert_memories(memories: list[Memory], *, actor: str, batch: uuid.UUID | No
     for start in range(0, len(memories), CHUNK_SIZE):
         chunk = memories[start : start + CHUNK_SIZE]
         _insert_rows(Memory, chunk)
+        queue_index_sync([memory.pk for memory in chunk])
         _insert_rows(
             MemoryEvent,
             [
@@ -380,6 +381,7 @@ def _apply_update(step: _Step, *, actor: str, batch: uuid.UUID, now: datetime) -
     if "updated_at" not in changes:
         changes["updated_at"] = memory.updated_at = now
     Memory.objects.filter(pk=memory.pk).update(**changes)
+    queue_index_sync([memory.pk])
     memory.record("edited", actor=actor, before=before, after=after, reason="re-imported with changes", batch=batch)
 
 

@@ -248,6 +248,7 @@ class Memory(models.Model):
             kwargs["update_fields"] = {*update_fields, "content_hash", "updated_at"}
         self.updated_at = timezone.now()
         super().save(*args, **kwargs)
+        queue_index_sync([self.pk])
 
     def get_absolute_url(self) -> str:
         return reverse("memory_detail", args=[self.pk])
@@ -389,6 +390,54 @@ class Memory(models.Model):
             reason=f"duplicate by {layer.replace('_', ' ')}",
             batch=batch,
         )
+
+
+class IndexOutbox(models.Model):
+    """Memories whose search-index entries may be out of date.
+
+    A row is written in the same transaction as the change to the memory and removed once
+    both indexes hold the new state; after commit a task is enqueued to do that. A crash
+    between the commit and the index write leaves the row behind: it is visible as pending
+    and `reindex` finishes the work.
+    """
+
+    memory_id = models.UUIDField(primary_key=True)
+    queued_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["queued_at"]
+
+    def __str__(self) -> str:
+        return f"index sync pending for {self.memory_id}"
+
+
+def queue_index_sync(memory_ids) -> None:
+    """Record that these memories' index entries must be refreshed, and refresh them after commit."""
+    ids = [uuid.UUID(str(pk)) for pk in memory_ids]
+    if not ids:
+        return
+    now = timezone.now()
+    IndexOutbox.objects.bulk_create(
+        [IndexOutbox(memory_id=pk, queued_at=now) for pk in ids],
+        update_conflicts=True,
+        unique_fields=["memory_id"],
+        update_fields=["queued_at"],
+    )
+    # robust: a broker that is down must not turn a committed change into an error page;
+    # the outbox row stays and `reindex` (or the next sync) finishes the work.
+    transaction.on_commit(lambda: _enqueue_index_sync([str(pk) for pk in ids]), robust=True)
+
+
+INDEX_SYNC_BATCH = 200
+
+
+def _enqueue_index_sync(ids: list[str]) -> None:
+    from recall.tasks import sync_index  # the read path depends on the store, not the reverse
+
+    for start in range(0, len(ids), INDEX_SYNC_BATCH):
+        sync_index.delay(ids[start : start + INDEX_SYNC_BATCH])
 
 
 class MemoryEvent(models.Model):

