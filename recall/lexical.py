@@ -1,0 +1,491 @@
+"""The BM25 index: exact tokens and text in any script, found by whoosh with BM25F scoring.
+
+Tokenization (`tokenize`, used for both indexing and queries, so they can never disagree):
+
+- Text is NFKC-normalized and case-folded: "ＲＴＸ４０７０" is "rtx4070".
+- CJK text (Han, kana, hangul) is indexed as character bigrams, whatever the language, so any
+  two-character substring is searchable; Han runs of three or more characters are also cut
+  with jieba and its words of three or more characters added (jieba's two-character words
+  are already bigrams; counting them twice would inflate their term frequency).
+- No single CJK characters, neither indexed nor queried: one character matches too much to
+  be evidence of relevance, and DESIGN wants a one-character query to recall nothing. The
+  price: a lone CJK character between other text (a one-syllable Korean word) is not
+  searchable on its own.
+- Words of other scripts are kept whole. Identifiers joined by `. _ - : / @` are kept whole
+  *and* split: `mcp__ata__article-list-query` gives the whole name, `article-list-query`
+  (parts split on `__`, `::`, `/`, `@`, which is how tool aliases and e-mail domains are
+  written) and `mcp`, `ata`, `article`, `list`, `query`. An e-mail address gives itself,
+  its local part and domain, and their words; a version string `2.7.5` itself and its numbers.
+- A word mixing letters and digits in at most three runs is split as well ("rtx4070" gives
+  "rtx" and "4070"), so "RTX 4070" finds "RTX4070"; hashes have more runs and stay whole.
+- Hex strings of 8–64 characters with letters and digits (commit hashes, sha256) also give
+  their 7-character prefix, the short hash git prints: a query with the full hash or its
+  short form finds a memory that stores either one.
+- Digit groups written with single separators ("186 0000 0000", "186-0000-0000") also give
+  the joined number when it has at least 7 digits, so a phone number matches however it is
+  spaced; "1,000" also gives "1000". Shorter groups ("88 66 99") stay separate numbers.
+- A small English stop-word list is dropped; never CJK, digits or an identifier's whole form.
+- Tokens longer than 128 characters are dropped (blobs, not searchable words).
+
+The whoosh directory is derived data (the database is the source of truth): a missing or
+emptied directory is recreated empty on the next use, also under an open `LexicalIndex`, and
+the caller rebuilds it; one that cannot be read raises `IndexUnavailable`, and `reset()`
+starts it over. Whoosh allows one writer at a time: writes are serialized per directory
+inside the process and wait (with backoff, bounded by `lock_timeout`) for writers in other
+processes; an update is applied or `IndexUnavailable` is raised, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import shutil
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from django.conf import settings
+from whoosh import index as whoosh_index
+from whoosh import scoring
+from whoosh.analysis import Token, Tokenizer
+from whoosh.fields import ID, STORED, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage
+from whoosh.filedb.structfile import StructFile
+from whoosh.query import DefaultOr, Or, Term
+
+from recall.documents import Hit, IndexedMemory, IndexUnavailable
+
+logger = logging.getLogger(__name__)
+
+INDEX = "bm25"
+MAX_TOKEN_CHARS = 128
+MAX_QUERY_TERMS = 256
+# Field weights: a match in the entity key (a name, a tool, a setting) says most, tags next.
+FIELD_BOOSTS = {"text": 1.0, "tags": 1.5, "entity_key": 2.5}
+# No length normalization for the key and tags: whoosh averages a field's length over every
+# document, most of which have no key or tags, so a memory that has one would look three times
+# "too long" and lose to a passing mention in another memory's body.
+WEIGHTING = scoring.BM25F(B=0.75, K1=1.2, entity_key_B=0.0, tags_B=0.0)
+
+# fmt: off
+STOP_WORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "did", "do", "does", "for", "from", "had",
+    "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of",
+    "on", "or", "our", "s", "she", "so", "t", "than", "that", "the", "their", "them", "then", "there", "these",
+    "they", "this", "those", "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why",
+    "with", "would", "you", "your",
+})
+# fmt: on
+
+# --- tokenization -------------------------------------------------------------------------------
+
+_HAN = "\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_KANA = "\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
+_HANGUL = "\u1100-\u11ff\u3131-\u318e\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff"
+_CJK_RUN_RE = re.compile(f"[{_HAN}{_KANA}{_HANGUL}]+")
+_HAN_WORDS_RE = re.compile(f"[{_HAN}]{{3,}}")
+
+_JOINERS = r"._\-:/@"
+_WORD = r"[^\W_]+"  # letters and digits of any script (CJK runs are cut out before)
+_COMPOUND_RE = re.compile(rf"{_WORD}(?:[{_JOINERS}]+{_WORD})*")
+_PART_SPLIT_RE = re.compile(r"__+|::+|/+|@")
+_ATOM_SPLIT_RE = re.compile(rf"[{_JOINERS}]+")
+_LETTER_DIGIT_RUNS_RE = re.compile(r"\d+|[^\W\d_]+")
+_HEX_RE = re.compile(r"[0-9a-f]{8,64}")
+_DIGIT_GROUPS_RE = re.compile(r"(?<![^\W_])\d+(?:[ ,.\-]\d+){1,5}(?![^\W_])")
+_THOUSANDS_RE = re.compile(r"\d{1,3}(?:,\d{3})+")
+_MIN_JOINED_DIGITS = 7
+
+
+def normalize(text: str) -> str:
+    """NFKC-normalize and case-fold, the form every token is taken from."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def tokenize(text: str) -> list[str]:
+    """The index terms of `text`, in order (repeats kept: they are term frequency)."""
+    text = normalize(text)
+    tokens: list[str] = []
+    start = 0
+    for run in _CJK_RUN_RE.finditer(text):
+        _latin_tokens(text[start : run.start()], tokens)
+        _cjk_tokens(run.group(), tokens)
+        start = run.end()
+    _latin_tokens(text[start:], tokens)
+    return [token for token in tokens if len(token) <= MAX_TOKEN_CHARS]
+
+
+def _latin_tokens(text: str, out: list[str]) -> None:
+    if not text:
+        return
+    for match in _COMPOUND_RE.finditer(text):
+        compound = match.group()
+        atoms = _ATOM_SPLIT_RE.split(compound)
+        if len(atoms) > 1:
+            out.append(compound)
+            parts = _PART_SPLIT_RE.split(compound)
+            if len(parts) > 1:
+                out.extend(part for part in parts if _ATOM_SPLIT_RE.search(part))
+        for atom in atoms:
+            _word_tokens(atom, out)
+    for match in _DIGIT_GROUPS_RE.finditer(text):
+        written = match.group()
+        digits = re.sub(r"\D", "", written)
+        if len(digits) >= _MIN_JOINED_DIGITS or _THOUSANDS_RE.fullmatch(written):
+            out.append(digits)
+
+
+def _word_tokens(word: str, out: list[str]) -> None:
+    if not word or word in STOP_WORDS:
+        return
+    out.append(word)
+    runs = _LETTER_DIGIT_RUNS_RE.findall(word)
+    if 1 < len(runs) <= 3:
+        out.extend(run for run in runs if run not in STOP_WORDS)
+    if _HEX_RE.fullmatch(word) and not word.isdigit() and not word.isalpha():
+        out.append(word[:7])
+
+
+def _cjk_tokens(run: str, out: list[str]) -> None:
+    out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    for han in _HAN_WORDS_RE.findall(run):
+        out.extend(word for word in _segmenter().cut_for_search(han) if len(word) >= 3)
+
+
+_tokenize = tokenize  # MemoryTokenizer's `tokenize` argument (whoosh's name) hides the function
+
+
+_jieba_lock = threading.Lock()
+_jieba = None
+
+
+def _segmenter():
+    """jieba's shared tokenizer, initialized once, with its ~9 MB cache in the data directory.
+
+    Loading the default dictionary closes its file (jieba 0.42.1); `load_userdict` and
+    `jieba.analyse` leave theirs open (a ResourceWarning), so neither is used here.
+    """
+    global _jieba
+    if _jieba is not None:
+        return _jieba
+    with _jieba_lock:
+        if _jieba is None:
+            import jieba
+
+            jieba.setLogLevel(logging.WARNING)  # it logs every load at DEBUG to stderr
+            cache_dir = Path(settings.DATA_DIR) / "cache"
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            jieba.dt.tmp_dir = str(cache_dir)
+            jieba.dt.cache_file = "jieba.cache"
+            jieba.dt.initialize()
+            _jieba = jieba.dt
+    return _jieba
+
+
+class MemoryTokenizer(Tokenizer):
+    """`tokenize` as a whoosh analyzer; index and query go through the same function.
+
+    Character offsets are not tracked (the text is normalized first); the fields don't store them.
+    """
+
+    def __call__(
+        self,
+        value,
+        positions=False,
+        chars=False,
+        keeporiginal=False,
+        removestops=True,
+        start_pos=0,
+        start_char=0,
+        tokenize=True,
+        mode="",
+        **kwargs,
+    ):
+        token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        texts = _tokenize(value) if tokenize else [normalize(value)]
+        for pos, text in enumerate(texts):
+            token.text = text
+            token.boost = 1.0
+            token.stopped = False
+            if keeporiginal:
+                token.original = text
+            if positions:
+                token.pos = start_pos + pos
+            if chars:
+                token.startchar = token.endchar = start_char
+            yield token
+
+
+def _schema() -> Schema:
+    analyzer = MemoryTokenizer()
+    return Schema(
+        id=ID(stored=True, unique=True),
+        scope=ID(stored=True),
+        kind=ID(stored=True),
+        tier=ID(stored=True),
+        content_hash=STORED(),
+        text=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["text"]),
+        entity_key=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["entity_key"]),
+        tags=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["tags"]),
+    )
+
+
+SCHEMA = _schema()
+
+# --- the index ----------------------------------------------------------------------------------
+
+_WRITER_LOCK = "MAIN_WRITELOCK"  # the lock file whoosh's writer takes; creating and resetting take it too
+_process_locks: dict[str, threading.RLock] = {}
+_process_locks_guard = threading.Lock()
+
+
+def _process_lock(path: Path) -> threading.RLock:
+    """One lock per index directory, shared by every LexicalIndex of this process."""
+    key = os.path.realpath(path)
+    with _process_locks_guard:
+        return _process_locks.setdefault(key, threading.RLock())
+
+
+def _close_abandoned_files(exc: BaseException) -> None:
+    """Close the files whoosh left open when it failed (TOC.read does not close a corrupt TOC)."""
+    traceback = exc.__traceback__
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if f"{os.sep}whoosh{os.sep}" in frame.f_code.co_filename:
+            for value in frame.f_locals.values():
+                if isinstance(value, StructFile):
+                    with suppress(Exception):
+                        value.close()
+        traceback = traceback.tb_next
+
+
+class LexicalIndex:
+    """BM25F search over active memories in a whoosh directory."""
+
+    def __init__(self, path: str | Path | None = None, *, lock_timeout: float = 30.0):
+        self.path = Path(path) if path is not None else Path(settings.MEMORYUI_INDEX_DIR) / INDEX
+        self.lock_timeout = lock_timeout
+        self._lock = _process_lock(self.path)
+        self._ix: whoosh_index.FileIndex | None = None
+
+    def __repr__(self) -> str:
+        return f"LexicalIndex({str(self.path)!r})"
+
+    # Writing
+
+    def upsert(self, items: list[IndexedMemory]) -> None:
+        """Add or replace these memories' entries, in one commit."""
+        latest = {item.id: item for item in items}  # the same id twice in a batch: the last one wins
+        if not latest:
+            return
+        if any(_HAN_WORDS_RE.search(item.text) for item in latest.values()):
+            _segmenter()  # load jieba before taking the lock other processes wait on
+
+        def apply(writer) -> None:
+            for item in latest.values():
+                fields = {
+                    "id": item.id,
+                    "scope": item.scope,
+                    "kind": item.kind,
+                    "tier": item.tier,
+                    "content_hash": item.content_hash,
+                    "text": item.text,
+                }
+                if item.entity_key:
+                    fields["entity_key"] = item.entity_key
+                if item.tags:
+                    fields["tags"] = "\n".join(item.tags)
+                writer.update_document(**fields)
+
+        self._write(apply, action="upsert")
+
+    def delete(self, ids: Iterable[str]) -> None:
+        """Remove these ids' entries (unknown ids are ignored), in one commit."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return
+
+        def apply(writer) -> None:
+            for memory_id in ids:
+                writer.delete_by_term("id", memory_id)
+
+        self._write(apply, action="delete")
+
+    def reset(self) -> None:
+        """Start over with an empty index (also the way out of an unreadable one)."""
+        deadline = time.monotonic() + self.lock_timeout
+        with self._locked(deadline, "reset"), self._storage_errors("reset"):
+            storage = FileStorage(str(self.path)).create()
+
+            def start_over() -> None:
+                # whoosh's create_index only replaces the table of contents; old segments would stay.
+                for entry in os.scandir(self.path):
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path)
+                    elif entry.name != _WRITER_LOCK:
+                        os.remove(entry.path)
+                storage.create_index(SCHEMA)
+
+            self._with_file_lock(storage, deadline, "reset", start_over)
+            self._ix = None
+
+    # Reading
+
+    def search(self, query: str, *, scopes: list[str] | None = None, k: int = 10) -> list[Hit]:
+        """The k best entries for `query` by BM25F, within `scopes` (None: every scope).
+
+        The query is never parsed as whoosh syntax: its tokens, analyzed like the indexed text,
+        are OR-ed as plain terms over the text, entity key and tags.
+        """
+        if k <= 0 or (scopes is not None and not scopes):
+            return []
+        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
+        if not terms:
+            return []
+        # DefaultOr, a balanced tree of unions, skips blocks that cannot reach the top k; the
+        # preloading union whoosh picks for small indexes scores every posting (~1.7x slower here).
+        wanted = DefaultOr([Term(field, term) for term in terms for field in FIELD_BOOSTS])
+        in_scopes = None if scopes is None else Or([Term("scope", scope) for scope in dict.fromkeys(scopes)])
+        ix = self._index()
+        with self._storage_errors("search"), ix.searcher(weighting=WEIGHTING) as searcher:
+            results = searcher.search(wanted, limit=k, filter=in_scopes)
+            return [Hit(id=hit["id"], rank=rank, score=float(hit.score)) for rank, hit in enumerate(results, 1)]
+
+    def entries(self) -> dict[str, str]:
+        """Every indexed id with the content hash it was indexed at."""
+        ix = self._index()
+        with self._storage_errors("read"), ix.searcher() as searcher:
+            return {fields["id"]: fields.get("content_hash", "") for fields in searcher.all_stored_fields()}
+
+    def count(self) -> int:
+        ix = self._index()
+        with self._storage_errors("count"), ix.searcher() as searcher:
+            return searcher.doc_count()
+
+    def info(self) -> dict:
+        ix = self._index()
+        with self._storage_errors("read"):
+            with ix.searcher() as searcher:
+                documents = searcher.doc_count()
+            segments = len(ix._segments())
+            generation = ix.latest_generation()
+        size = sum(entry.stat().st_size for entry in os.scandir(self.path) if entry.is_file())
+        return {
+            "index": INDEX,
+            "path": str(self.path),
+            "documents": documents,
+            "segments": segments,
+            "generation": generation,
+            "size_bytes": size,
+            "scoring": "BM25F",
+            "field_boosts": dict(FIELD_BOOSTS),
+        }
+
+    # Internals
+
+    def _index(self, deadline: float | None = None) -> whoosh_index.FileIndex:
+        """The open index; a missing directory (or one without an index) is created empty."""
+        if self._ix is not None and self._has_index():
+            return self._ix
+        if not self._has_index():
+            self._create_empty(deadline if deadline is not None else time.monotonic() + self.lock_timeout)
+        try:
+            self._ix = whoosh_index.open_dir(str(self.path), schema=SCHEMA)
+        except Exception as exc:  # a corrupt TOC fails in many ways (pickle, struct, assert, EOF)
+            self._ix = None
+            _close_abandoned_files(exc)
+            raise IndexUnavailable(INDEX, f"cannot open {self.path}: {exc!r}") from exc
+        return self._ix
+
+    def _has_index(self) -> bool:
+        try:
+            names = os.listdir(self.path)
+        except FileNotFoundError:
+            return False
+        return any(name.startswith("_MAIN_") and name.endswith(".toc") for name in names)
+
+    def _create_empty(self, deadline: float) -> None:
+        with self._locked(deadline, "create"), self._storage_errors("create"):
+            storage = FileStorage(str(self.path)).create()
+
+            def create() -> None:
+                if self._has_index():  # another process created it meanwhile
+                    return
+                if self._ix is not None:  # it was there when this instance opened it
+                    logger.warning(
+                        "BM25 index %s vanished; recreated it empty (rebuild it from the database)", self.path
+                    )
+                storage.create_index(SCHEMA)
+
+            self._with_file_lock(storage, deadline, "create", create)
+            self._ix = None
+
+    def _write(self, apply: Callable, *, action: str) -> None:
+        deadline = time.monotonic() + self.lock_timeout
+        with self._locked(deadline, action), self._storage_errors(action):
+            writer = self._writer(deadline, action)
+            try:
+                apply(writer)
+                writer.commit()
+            except BaseException:
+                if not writer.is_closed:
+                    with suppress(Exception):
+                        writer.cancel()
+                raise
+
+    def _writer(self, deadline: float, action: str):
+        """whoosh's writer, waiting for a writer of another process to finish."""
+        for delay in self._backoff(deadline, action):  # raises IndexUnavailable at the deadline
+            ix = self._index(deadline)
+            try:
+                return ix.writer()
+            except whoosh_index.LockError:
+                pass
+            except FileNotFoundError:  # the directory vanished since _index(): recreate, try again
+                self._ix = None
+            time.sleep(delay)
+
+    def _with_file_lock(self, storage: FileStorage, deadline: float, action: str, work: Callable[[], None]) -> None:
+        lock = storage.lock(_WRITER_LOCK)
+        for delay in self._backoff(deadline, action):  # raises IndexUnavailable at the deadline
+            if lock.acquire():
+                try:
+                    work()
+                finally:
+                    lock.release()
+                return
+            time.sleep(delay)
+
+    def _backoff(self, deadline: float, action: str):
+        delay = 0.005
+        while True:
+            yield delay * (0.5 + random.random())
+            delay = min(delay * 2, 0.2)
+            if time.monotonic() >= deadline:
+                raise IndexUnavailable(
+                    INDEX, f"{action}: another process held the writer lock of {self.path} for {self.lock_timeout:g} s"
+                )
+
+    @contextmanager
+    def _locked(self, deadline: float, action: str):
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise IndexUnavailable(INDEX, f"{action}: another thread held {self.path} for {self.lock_timeout:g} s")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def _storage_errors(self, action: str):
+        try:
+            yield
+        except IndexUnavailable:
+            raise
+        except (OSError, EOFError, ValueError, AssertionError, whoosh_index.IndexError) as exc:
+            _close_abandoned_files(exc)
+            raise IndexUnavailable(INDEX, f"{action} failed on {self.path}: {exc!r}") from exc
