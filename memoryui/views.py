@@ -127,6 +127,16 @@ def _alert(request: HttpRequest, *, status: int, state: str, **panel) -> HttpRes
     return _with_state(request, _render(request, template, {"panel": panel}, status), state)
 
 
+def _flash(request: HttpRequest, unavailable: Unavailable | None, error: str | None, success: Callable) -> None:
+    """The outcome of a plain (non-htmx) POST, shown on the page it redirects to."""
+    if unavailable:
+        messages.error(request, f"The {unavailable.backend} is unavailable: {unavailable.message}")
+    elif error:
+        messages.error(request, error)
+    else:
+        messages.success(request, success())
+
+
 def _validation_message(exc: rules.MemoryValidationError) -> str:
     return "; ".join(f"{field}: {', '.join(reasons)}" for field, reasons in exc.errors.items())
 
@@ -316,12 +326,7 @@ def memory_bulk(request):
     else:
         error = " ".join(message for errors in form.errors.values() for message in errors)
     if not _wants_fragment(request):
-        if unavailable:
-            messages.error(request, f"The {unavailable.backend} is unavailable: {unavailable.message}")
-        elif error:
-            messages.error(request, error)
-        else:
-            messages.success(request, result.message)
+        _flash(request, unavailable, error, lambda: result.message)
         return redirect(list_url)
     if unavailable:
         return _alert(
@@ -349,12 +354,7 @@ def memory_action(request, pk, action: str):
 
     def act() -> Memory:
         memory = get_object_or_404(Memory, pk=pk)
-        if action == "tombstone":
-            memory.tombstone(reason, actor=actor)
-        elif action == "restore":
-            memory.restore(actor=actor, reason=reason)
-        else:
-            getattr(memory, action)(actor=actor)
+        memory.apply_action(action, actor=actor, reason=reason)
         return memory
 
     memory = error = unavailable = None
@@ -367,12 +367,7 @@ def memory_action(request, pk, action: str):
         error, error_status = f"Cannot {action}: {exc}", 409
     next_url = _safe_next(request, reverse("memory_detail", args=[pk]))
     if not _wants_fragment(request):
-        if unavailable:
-            messages.error(request, f"The {unavailable.backend} is unavailable: {unavailable.message}")
-        elif error:
-            messages.error(request, error)
-        else:
-            messages.success(request, f"{ROW_ACTION_DONE[action]}: {memory.text[:80]}")
+        _flash(request, unavailable, error, lambda: f"{ROW_ACTION_DONE[action]}: {memory.text[:80]}")
         return redirect(next_url)
     if unavailable:
         target = f"#{request.htmx.target}" if request.htmx.target else ALERTS
