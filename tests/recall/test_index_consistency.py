@@ -148,3 +148,10 @@ def test_reindex_command_verifies_with_json_and_exit_status_then_repairs(indexes
     out = io.StringIO()
     call_command("reindex", "--verify", "--json", stdout=out)
     assert all(d["ok"] for d in json.loads(out.getvalue())["indexes"])
+
+
+def test_reindex_refusing_its_options_still_prints_one_json_document(indexes):
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="--background"):
+        call_command("reindex", "--verify", "--background", "--json", stdout=out)
+    assert "--background" in json.loads(out.getvalue())["error"]

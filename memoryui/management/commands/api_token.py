@@ -9,12 +9,11 @@
 
 from __future__ import annotations
 
-import json
-
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from memoryui import rules
+from memoryui.management.base import ReportingCommand
 from memoryui.models import TOKEN_PREFIX, ApiToken, hash_token
 
 
@@ -31,7 +30,7 @@ def token_dict(token: ApiToken) -> dict:
     }
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = "Issue, list and revoke API tokens (Authorization: Bearer mui_…)."
 
     def add_arguments(self, parser):
@@ -50,14 +49,9 @@ class Command(BaseCommand):
             sub.add_argument("--json", action="store_true", help="Print one JSON document.")
 
     def handle(self, *args, **options):
-        try:
-            result = getattr(self, f"_{options['action']}")(options)
-        except CommandError as exc:
-            if options["json"]:  # --json promises one JSON document on stdout, failures included
-                self.stdout.write(json.dumps({"error": str(exc)}, ensure_ascii=False))
-            raise
+        result = getattr(self, f"_{options['action']}")(options)
         if options["json"]:
-            self.stdout.write(json.dumps(result, ensure_ascii=False))
+            self.report(result)
 
     def _create(self, options) -> dict:
         user = get_user_model().objects.filter(username=options["user"]).first()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from memoryui import jsonl, rules
+from memoryui.management.base import ReportingCommand
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Export memories as JSONL to PATH (or - for stdout), ordered by creation time, every field, "
         "timestamps in UTC. Active memories only unless --include-tombstoned. The file is written "
@@ -29,9 +28,9 @@ class Command(BaseCommand):
             try:
                 scope = rules.normalize_scope(scope)
             except rules.ScopeError as exc:
-                self._fail(f"--scope: {exc}", as_json)
+                raise CommandError(f"--scope: {exc}") from None
         if options["path"] == "-" and as_json:
-            self._fail("--json needs a file PATH: with - the export itself goes to stdout", as_json)
+            raise CommandError("--json needs a file PATH: with - the export itself goes to stdout")
 
         lines = jsonl.export_lines(scope=scope, include_tombstoned=options["include_tombstoned"])
         if options["path"] == "-":
@@ -41,13 +40,8 @@ class Command(BaseCommand):
         try:
             exported = jsonl.write_export(options["path"], lines)
         except OSError as exc:
-            self._fail(f"cannot write {options['path']}: {exc.strerror or exc}", as_json)
+            raise CommandError(f"cannot write {options['path']}: {exc.strerror or exc}") from None
         if as_json:
-            self.stdout.write(json.dumps({"exported": exported}))
+            self.report({"exported": exported})
         else:
             self.stdout.write(f"Exported {exported} memories to {options['path']}.")
-
-    def _fail(self, message: str, as_json: bool):
-        if as_json:
-            self.stdout.write(json.dumps({"error": message}, ensure_ascii=False))
-        raise CommandError(message)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from memoryui import jsonl, rules
+from memoryui.management.base import ReportingCommand
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Import memories from JSONL (PATH, or - for stdin). Duplicates are kept (a faithful restore) "
         "unless --dedup; a line whose id exists is skipped when identical, updated otherwise. "
@@ -35,12 +35,12 @@ class Command(BaseCommand):
                 with open(options["path"], "rb") as stream:
                     report = self._import(stream, options)
         except OSError as exc:
-            self._fail(f"cannot read {options['path']}: {exc.strerror or exc}", as_json)
+            raise CommandError(f"cannot read {options['path']}: {exc.strerror or exc}") from None
         except rules.ScopeError as exc:
-            self._fail(f"--scope: {exc}", as_json)
+            raise CommandError(f"--scope: {exc}") from None
 
         if as_json:
-            self.stdout.write(json.dumps(report.as_dict(), ensure_ascii=False))
+            self.report(report.as_dict())
         else:
             self.stdout.write(
                 f"Imported {report.imported}, updated {report.updated}, merged {report.merged}, "
@@ -55,8 +55,3 @@ class Command(BaseCommand):
 
     def _import(self, stream, options) -> jsonl.ImportReport:
         return jsonl.import_lines(stream, scope=options["scope"], atomic=options["atomic"], dedup=options["dedup"])
-
-    def _fail(self, message: str, as_json: bool):
-        if as_json:
-            self.stdout.write(json.dumps({"error": message}, ensure_ascii=False))
-        raise CommandError(message)

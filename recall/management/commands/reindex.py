@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from memoryui.management.base import ReportingCommand
 from recall import index
 from recall.documents import IndexUnavailable
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = "Verify (--verify), repair (default) or rebuild (--full) the vector and BM25 indexes."
 
     def add_arguments(self, parser):
@@ -30,11 +31,9 @@ class Command(BaseCommand):
         try:
             result, failed = self._run(options)
         except IndexUnavailable as exc:
-            if as_json:
-                self.stdout.write(json.dumps({"error": str(exc)}))
             raise CommandError(str(exc)) from None
         if as_json:
-            self.stdout.write(json.dumps(result, ensure_ascii=False))
+            self.report(result)
         else:
             self.stdout.write(self._describe(result))
         if failed:

@@ -1,0 +1,28 @@
+"""A management command whose `--json` prints exactly one JSON document, failures included."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+
+class ReportingCommand(BaseCommand):
+    """Print the result with `report()`; raise CommandError to fail.
+
+    With --json, a failure that has not reported anything yet prints `{"error": message}`,
+    so a script always gets one document; the exit status still says it failed.
+    """
+
+    def report(self, document: dict) -> None:
+        self.stdout.write(json.dumps(document, ensure_ascii=False))
+        self._reported = True
+
+    def execute(self, *args, **options):
+        self._reported = False
+        try:
+            return super().execute(*args, **options)
+        except CommandError as exc:
+            if options.get("json") and not self._reported:
+                self.report({"error": str(exc)})
+            raise
