@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -197,18 +196,3 @@ def rebuild(indexes: tuple[str, ...] = INDEX_NAMES) -> dict:
     for start in range(0, len(ids), CHUNK):
         sync_memories([str(pk) for pk in ids[start : start + CHUNK]], indexes=indexes)
     return {name: len(ids) for name in indexes}
-
-
-def health() -> dict:
-    """Counts for the dashboard: database vs each index, and pending outbox work."""
-    info = {
-        "database": Memory.objects.active().count(),
-        "pending": IndexOutbox.objects.count(),
-        "index_dir": str(settings.MEMORYUI_INDEX_DIR),
-    }
-    for name in INDEX_NAMES:
-        try:
-            info[name] = {"entries": get_index(name).count()}
-        except IndexUnavailable as exc:
-            info[name] = {"error": str(exc)}
-    return info
