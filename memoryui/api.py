@@ -36,12 +36,15 @@ from memoryui.serializers import (
     MemorySerializer,
     MemoryWriteResultSerializer,
     ReasonSerializer,
+    SearchResultSerializer,
     StatsSerializer,
     TokenCreateSerializer,
     TokenIssuedSerializer,
     TokenSerializer,
     TombstoneSerializer,
 )
+from recall.documents import IndexUnavailable
+from recall.search import RETRIEVERS, SearchError, clean_query, search
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +110,15 @@ def exception_handler(exc, context):
         return _json_error(400, _invalid_message(exc.errors), exc.errors)
     if isinstance(exc, ConflictError):
         return _json_error(409, str(exc))
+    if isinstance(exc, SearchError):
+        return _json_error(400, _invalid_message({exc.field: [str(exc)]}), {exc.field: [str(exc)]})
+    if isinstance(exc, IndexUnavailable):
+        logger.warning("search index unavailable: %s", exc)
+        response = _json_error(
+            503, f"Search is unavailable: {exc}", {"backend": f"{exc.index} index", "reason": str(exc)}
+        )
+        response["Retry-After"] = str(BACKEND_RETRY_AFTER_SECONDS)
+        return response
     if isinstance(exc, OperationalError | InterfaceError):
         logger.warning("database unavailable: %s", exc)
         response = _json_error(503, f"The database is unavailable: {exc}", {"backend": "database", "reason": str(exc)})
@@ -523,6 +535,49 @@ class StatsView(APIView):
             if problems:
                 raise exceptions.ValidationError(problems)
         return Response(memories.stats())
+
+
+class SearchView(APIView):
+    @extend_schema(
+        summary="Hybrid search over active memories",
+        description=(
+            "Vector and BM25 retrieval fused with RRF and a light rerank; each result says why it ranks where it "
+            "does, and the best candidates a relevance floor dropped come back as `near_misses`. A query that "
+            "matches nothing relevant returns no results. When one index is down the other answers alone and "
+            "`degraded` says so; 503 only when no index can answer."
+        ),
+        parameters=[
+            OpenApiParameter("q", str, required=True, description="The query; longer than 1000 characters is cut."),
+            OpenApiParameter(
+                "scope", str, many=True, description="Only these scopes (repeatable); default: every scope you can see."
+            ),
+            OpenApiParameter("limit", int, description="Results, 1..20 (default 5); outside is clamped and stated."),
+            _enum("retriever", RETRIEVERS, "Which retrievers answer (default hybrid)."),
+        ],
+        responses={200: SearchResultSerializer, **errors(400, 401, 503)},
+    )
+    def get(self, request):
+        params = request.query_params
+        problems: dict[str, list[str]] = {}
+        scopes = visible_scopes(request)
+        if wanted := [s for s in params.getlist("scope") if s.strip()]:
+            wanted = [_scope_param(s, problems) for s in wanted]
+            scopes = [s for s in dict.fromkeys(wanted) if s and (scopes is None or s in scopes)]
+        limit = None
+        if (raw := params.get("limit", "").strip()) != "":
+            try:
+                limit = int(raw)
+            except ValueError:
+                problems["limit"] = [f"must be a whole number, got {raw!r}"]
+        retriever = params.get("retriever") or "hybrid"
+        _choice_param("retriever", retriever, RETRIEVERS, problems)
+        try:
+            clean_query(params.get("q"))
+        except SearchError as exc:
+            problems[exc.field] = [str(exc)]
+        if problems:
+            raise exceptions.ValidationError(problems)
+        return Response(search(params.get("q"), scopes=scopes, limit=limit, retriever=retriever).to_dict())
 
 
 # --- tokens ------------------------------------------------------------------------------

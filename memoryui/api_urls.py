@@ -19,6 +19,7 @@ urlpatterns = [
     *router.urls,
     path("events/", api.EventListView.as_view(), name="event-list"),
     path("stats/", api.StatsView.as_view(), name="stats"),
+    path("search/", api.SearchView.as_view(), name="search"),
     path("schema/", api.SchemaView.as_view(), name="schema"),
     path("docs/", api.DocsView.as_view(), name="docs"),
     re_path(r"^.*$", api.ApiNotFoundView.as_view(), name="not-found"),

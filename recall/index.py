@@ -159,10 +159,11 @@ def verify(indexes: tuple[str, ...] = INDEX_NAMES) -> list[IndexDiff]:
             diff.error = str(exc)
             diffs.append(diff)
             continue
+        fingerprint = get_index(name).entry_fingerprint
         diff.entries = len(actual)
         diff.missing = sorted(set(expected) - set(actual))
         diff.orphaned = sorted(set(actual) - set(expected))
-        diff.stale = sorted(pk for pk in set(expected) & set(actual) if expected[pk] != actual[pk])
+        diff.stale = sorted(pk for pk in set(expected) & set(actual) if fingerprint(expected[pk]) != actual[pk])
         diffs.append(diff)
     return diffs
 

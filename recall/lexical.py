@@ -38,6 +38,7 @@ processes; an update is applied or `IndexUnavailable` is raised, never dropped s
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import re
@@ -58,11 +59,15 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.filedb.structfile import StructFile
 from whoosh.query import DefaultOr, Or, Term
 
+from recall import concepts
 from recall.documents import Hit, IndexedMemory, IndexUnavailable
 
 logger = logging.getLogger(__name__)
 
 INDEX = "bm25"
+# Bumped whenever `tokenize` changes what it emits: entries indexed by an older tokenizer then
+# show up as stale in `reindex --verify`, and `reindex` re-tokenizes them.
+TOKENIZER_VERSION = 2
 MAX_TOKEN_CHARS = 128
 MAX_QUERY_TERMS = 256
 # Field weights: a match in the entity key (a name, a tool, a setting) says most, tags next.
@@ -108,8 +113,29 @@ def normalize(text: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """The index terms of `text`, in order (repeats kept: they are term frequency)."""
+    """The index terms of `text`, in order (repeats kept: they are term frequency).
+
+    Word tokens first, then one concept token per fact name found (recall.concepts).
+    """
     text = normalize(text)
+    tokens = _word_tokens_of(text)
+    tokens.extend(concept for concept, _phrase in concepts.find(text))
+    return tokens
+
+
+def concept_phrases(text: str) -> dict[str, set[str]]:
+    """Each concept token of `text` → the word tokens of the phrases that named it.
+
+    A memory that holds the concept answers those words too (for BM25 coverage): "幸运数字"
+    is fully answered by "my lucky number is 88", though they share no word.
+    """
+    found: dict[str, set[str]] = {}
+    for concept, phrase in concepts.find(normalize(text)):
+        found.setdefault(concept, set()).update(_word_tokens_of(phrase))
+    return found
+
+
+def _word_tokens_of(text: str) -> list[str]:
     tokens: list[str] = []
     start = 0
     for run in _CJK_RUN_RE.finditer(text):
@@ -244,6 +270,20 @@ _process_locks: dict[str, threading.RLock] = {}
 _process_locks_guard = threading.Lock()
 
 
+def _term_weights(searcher, terms: list[str]) -> dict[str, float]:
+    """Each query term's inverse document frequency over the whole index, any field.
+
+    A term no memory holds gets the highest weight: a query about something the store never
+    mentions ("quantum entanglement") then has most of its weight unmatched.
+    """
+    total = searcher.doc_count_all()
+    weights = {}
+    for term in terms:
+        frequency = max(searcher.doc_frequency(field, term) for field in FIELD_BOOSTS)
+        weights[term] = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+    return weights
+
+
 def _process_lock(path: Path) -> threading.RLock:
     """One lock per index directory, shared by every LexicalIndex of this process."""
     key = os.path.realpath(path)
@@ -293,7 +333,7 @@ class LexicalIndex:
                     "scope": item.scope,
                     "kind": item.kind,
                     "tier": item.tier,
-                    "content_hash": item.content_hash,
+                    "content_hash": self.entry_fingerprint(item.content_hash),
                     "text": item.text,
                 }
                 if item.entity_key:
@@ -334,6 +374,11 @@ class LexicalIndex:
             self._with_file_lock(storage, deadline, "reset", start_over)
             self._ix = None
 
+    @staticmethod
+    def entry_fingerprint(content_hash: str) -> str:
+        """What an up-to-date entry of a memory with this content hash stores."""
+        return f"{content_hash}.t{TOKENIZER_VERSION}"
+
     # Reading
 
     def search(self, query: str, *, scopes: list[str] | None = None, k: int = 10) -> list[Hit]:
@@ -353,8 +398,18 @@ class LexicalIndex:
         in_scopes = None if scopes is None else Or([Term("scope", scope) for scope in dict.fromkeys(scopes)])
         ix = self._index()
         with self._storage_errors("search"), ix.searcher(weighting=WEIGHTING) as searcher:
-            results = searcher.search(wanted, limit=k, filter=in_scopes)
-            return [Hit(id=hit["id"], rank=rank, score=float(hit.score)) for rank, hit in enumerate(results, 1)]
+            results = searcher.search(wanted, limit=k, filter=in_scopes, terms=True)
+            weights = _term_weights(searcher, terms)
+            total = sum(weights.values())
+            named_by = concept_phrases(query)
+            hits = []
+            for rank, hit in enumerate(results, 1):
+                matched = {text.decode("utf-8") for _field, text in hit.matched_terms()}
+                for concept in matched & named_by.keys():
+                    matched |= named_by[concept]
+                coverage = sum(weights[term] for term in matched if term in weights) / total
+                hits.append(Hit(id=hit["id"], rank=rank, score=float(hit.score), coverage=min(coverage, 1.0)))
+            return hits
 
     def entries(self) -> dict[str, str]:
         """Every indexed id with the content hash it was indexed at."""

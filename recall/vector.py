@@ -184,6 +184,11 @@ class VectorIndex:
             self._collection = None
             self._open_collection()
 
+    @staticmethod
+    def entry_fingerprint(content_hash: str) -> str:
+        """What an up-to-date entry of a memory with this content hash stores."""
+        return content_hash
+
     # --- reading -----------------------------------------------------------------------
 
     def search(

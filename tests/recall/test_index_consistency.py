@@ -17,27 +17,6 @@ from recall.documents import IndexedMemory, IndexUnavailable
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def indexes(settings, tmp_path):
-    """Fresh, empty indexes in this test's own directory."""
-    settings.MEMORYUI_INDEX_DIR = tmp_path / "index"
-    settings.CHROMA_URL = ""
-    index.close_indexes()
-    yield tmp_path / "index"
-    index.close_indexes()
-
-
-@pytest.fixture
-def write(make_memory, django_capture_on_commit_callbacks):
-    """Write a memory and run what happens after commit (the index sync task, inline)."""
-
-    def run(text: str, **fields) -> Memory:
-        with django_capture_on_commit_callbacks(execute=True):
-            return make_memory(text, **fields)
-
-    return run
-
-
 def entries(name: str) -> dict[str, str]:
     return index.get_index(name).entries()
 

@@ -157,7 +157,7 @@ def test_upsert_replaces_an_entry_and_delete_removes_it(index):
     index.upsert([memory("m1", "the deploy window is friday", content_hash="v1")])
     index.upsert([memory("m1", "the deploy window is monday", content_hash="v2")])
     assert index.count() == 1
-    assert index.entries() == {"m1": "v2"}
+    assert index.entries() == {"m1": index.entry_fingerprint("v2")}
     assert index.search("friday", scopes=None, k=5) == []
     assert ids(index.search("monday", scopes=None, k=5)) == ["m1"]
     index.delete(["m1", "never-indexed"])
@@ -167,12 +167,12 @@ def test_upsert_replaces_an_entry_and_delete_removes_it(index):
 
 def test_the_last_version_wins_within_one_batch(index):
     index.upsert([memory("m1", "alpha", content_hash="v1"), memory("m1", "beta", content_hash="v2")])
-    assert index.entries() == {"m1": "v2"}
+    assert index.entries() == {"m1": index.entry_fingerprint("v2")}
     assert index.search("alpha", scopes=None, k=5) == []
 
 
 def test_entries_count_and_info_describe_the_index(store):
-    assert store.entries() == {item.id: item.content_hash for item in STORE}
+    assert store.entries() == {item.id: store.entry_fingerprint(item.content_hash) for item in STORE}
     assert store.count() == len(STORE)
     info = store.info()
     assert info["index"] == "bm25"
@@ -258,7 +258,7 @@ def test_a_writer_released_before_the_deadline_is_waited_for(tmp_path):
     foreign_writer = whoosh_index.open_dir(str(tmp_path / "bm25")).writer()
     threading.Timer(0.3, foreign_writer.cancel).start()
     index.upsert([memory("m1", "first")])
-    assert index.entries() == {"m1": "hash-m1"}
+    assert index.entries() == {"m1": index.entry_fingerprint("hash-m1")}
 
 
 def test_deleting_the_directory_under_an_open_index_recreates_it_empty(tmp_path, caplog):
@@ -272,7 +272,7 @@ def test_deleting_the_directory_under_an_open_index_recreates_it_empty(tmp_path,
     assert path.is_dir()
     assert "vanished" in caplog.text
     index.upsert([memory("m2", "deploy on mondays")])
-    assert LexicalIndex(path).entries() == {"m2": "hash-m2"}
+    assert LexicalIndex(path).entries() == {"m2": LexicalIndex.entry_fingerprint("hash-m2")}
 
 
 def test_a_corrupt_index_is_unavailable_until_reset(tmp_path):
