@@ -24,6 +24,7 @@ SORT_FIELDS = {
 }
 DEFAULT_SORT = "-updated"
 STATUS_FILTERS = ("active", "tombstoned", "all")
+MATCH_MODES = {"hybrid": "meaning + words", "text": "plain text"}
 PINNED_FILTERS = {"yes": True, "no": False}
 
 
@@ -41,9 +42,18 @@ class MemoryFilterForm(forms.Form):
 
     q = forms.CharField(
         required=False,
-        max_length=200,
+        max_length=1000,
         label="Search",
-        widget=forms.TextInput(attrs={"type": "search", "placeholder": "text or entity key", "autocomplete": "off"}),
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "words, a name, a number, an id", "autocomplete": "off"}
+        ),
+    )
+    match = forms.ChoiceField(
+        required=False,
+        choices=list(MATCH_MODES.items()),
+        widget=forms.Select(attrs={"data-default": "hybrid"}),
+        help_text="meaning + words: hybrid search (vector + BM25), ranked by relevance; plain text: substring match",
+        error_messages={"invalid_choice": f"%(value)r is not a match mode; use one of: {', '.join(MATCH_MODES)}"},
     )
     scope = forms.CharField(
         required=False,
@@ -97,6 +107,25 @@ class MemoryFilterForm(forms.Form):
 
     def clean_status(self) -> str:
         return self.cleaned_data["status"] or "active"
+
+    def clean_match(self) -> str:
+        return self.cleaned_data["match"] or "hybrid"
+
+    def hybrid(self) -> bool:
+        """Whether the search box runs hybrid search (a query, in hybrid mode, over active memories)."""
+        data = self.cleaned_data
+        return bool(data["q"].strip()) and data["match"] == "hybrid" and data["status"] == "active"
+
+    def keeps(self, memory: Memory) -> bool:
+        """Whether a search hit also passes the other filters (search itself filters by scope)."""
+        data = self.cleaned_data
+        pinned = PINNED_FILTERS.get(data["pinned"])
+        return (
+            (not data["kind"] or memory.kind == data["kind"])
+            and (not data["tier"] or memory.tier == data["tier"])
+            and (not data["source"] or memory.source == data["source"])
+            and (pinned is None or memory.pinned == pinned)
+        )
 
     def clean_sort(self) -> str:
         return self.cleaned_data["sort"] or DEFAULT_SORT

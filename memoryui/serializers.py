@@ -195,8 +195,8 @@ class SearchHitSerializer(serializers.Serializer):
 
     id = serializers.UUIDField()
     text = serializers.CharField()
-    kind = serializers.ChoiceField(choices=rules.KINDS)
-    tier = serializers.ChoiceField(choices=rules.TIERS)
+    kind = serializers.ChoiceField(choices=Memory.Kind.choices)
+    tier = serializers.ChoiceField(choices=Memory.Tier.choices)
     scope = serializers.CharField()
     pinned = serializers.BooleanField()
     importance = serializers.FloatField()

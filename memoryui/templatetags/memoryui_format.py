@@ -41,3 +41,15 @@ def fixed2(value: float | None) -> str:
     if value is None:
         return ""
     return str(Decimal(repr(value)).quantize(TWO_PLACES, rounding=ROUND_HALF_UP))
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    """0.456 → `46%`."""
+    return "" if value is None else f"{value:.0%}"
+
+
+@register.filter
+def signed5(value: float | None) -> str:
+    """A rerank adjustment with its sign: `+0.00016`."""
+    return "" if value is None else f"{value:+.5f}"

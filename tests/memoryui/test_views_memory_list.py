@@ -47,8 +47,8 @@ def test_the_list_shows_active_memories_by_default(alice_client, make_memory):
         ("source=import", {"Prefers terse answers."}),
         ("status=tombstoned", {"chit-chat"}),
         ("status=all&kind=note", {"chit-chat"}),
-        ("q=rtx", {"Runs 1000 RTX 4070s."}),
-        ("q=name:lin", {"Name is Lin."}),  # search covers the entity key
+        ("q=rtx&match=text", {"Runs 1000 RTX 4070s."}),
+        ("q=name:lin&match=text", {"Name is Lin."}),  # plain-text search covers the entity key
     ],
 )
 def test_filters_and_search_select_the_matching_memories(alice_client, make_memory, query, expected):

@@ -289,3 +289,10 @@ def test_a_corrupt_index_is_unavailable_until_reset(tmp_path):
     assert index.count() == 0
     index.upsert([memory("m2", "deploy on mondays")])
     assert ids(index.search("deploy", scopes=None, k=5)) == ["m2"]
+
+
+def test_an_index_path_that_is_not_a_directory_is_unavailable_not_a_crash(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("not an index")
+    with pytest.raises(IndexUnavailable, match="cannot read"):
+        LexicalIndex(path / "bm25").search("anything", scopes=None, k=5)

@@ -1,0 +1,43 @@
+"""The list page's search box in a real browser: hybrid results with why, near misses, the plain-text toggle."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.e2e
+
+
+def test_searching_shows_ranked_results_with_why_and_the_plain_text_toggle(
+    signed_in, live_server, indexes, make_memory, screenshot
+):
+    page = signed_in
+    lucky = make_memory("Remember: my lucky number is 88, use it for demo seeds.", kind="remember")
+    make_memory("The user's phone number is 18600000000.", kind="entity", entity_key="phone:18600000000")
+    make_memory("Releases go out on Thursdays after 14:00.", kind="procedure")
+    page.goto(f"{live_server.url}/memories/")
+
+    page.locator("#id_q").fill("幸运数字")
+    page.locator("#id_q").press("Enter")
+
+    expect(page).to_have_url(f"{live_server.url}/memories/?q=%E5%B9%B8%E8%BF%90%E6%95%B0%E5%AD%97")
+    results = page.locator("#results")
+    expect(results.locator('[data-state="search"]')).to_contain_text("1 relevant memory")
+    expect(results.locator(f"#row-{lucky.pk}")).to_be_visible()
+    why = results.locator(f"#why-{lucky.pk}")
+    expect(why.locator('[data-why="bm25"]')).to_contain_text("covers 100% of the query")
+    expect(why.locator('[data-why="vector"]')).to_contain_text("vector")
+    screenshot("hybrid")
+
+    page.locator("#id_q").fill("quantum entanglement")
+    page.locator("#id_q").press("Enter")
+    expect(results.locator('[data-state="empty"]')).to_contain_text("Nothing relevant to")
+    expect(results.locator(".near-misses")).to_contain_text("margin")
+    screenshot("nothing-relevant")
+
+    page.locator("#id_q").fill("thursdays")
+    page.locator("#id_match").select_option("text")
+    expect(page).to_have_url(f"{live_server.url}/memories/?q=thursdays&match=text")
+    expect(results.locator("tbody tr")).to_have_count(1)
+    expect(results).to_contain_text("Releases go out on Thursdays")
+    expect(results.locator('[data-state="search"]')).to_have_count(0)
