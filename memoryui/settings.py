@@ -27,6 +27,16 @@ def env_int(name: str, default: int) -> int:
     return int(value) if value not in (None, "") else default
 
 
+def env_float(name: str, default: float | None) -> float | None:
+    """A number; `off` (or `none`) gives None."""
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return default
+    if value.strip().lower() in {"off", "none"}:
+        return None
+    return float(value)
+
+
 DATA_DIR = Path(env_str("MEMORYUI_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -178,6 +188,9 @@ LOGGING = {
 MEMORYUI_TEXT_MAX_LENGTH = env_int("MEMORYUI_TEXT_MAX_LENGTH", 4000)
 MEMORYUI_PERIPHERAL_TTL_DAYS = env_int("MEMORYUI_PERIPHERAL_TTL_DAYS", 30)
 MEMORYUI_LIST_PAGE_SIZE = env_int("MEMORYUI_LIST_PAGE_SIZE", 50)
+# Dedup layer 3: a new memory at least this cosine-similar to an active one of its scope merges
+# into it (unless their numbers differ or one negates the other). `off` disables the layer.
+MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = env_float("MEMORYUI_SEMANTIC_DEDUP_THRESHOLD", 0.985)
 
 # Search indexes (derived data: the database is the source of truth, `reindex` rebuilds them).
 MEMORYUI_INDEX_DIR = DATA_DIR / "index"

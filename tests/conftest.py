@@ -64,6 +64,14 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _semantic_dedup_only_with_real_indexes(request, settings):
+    """Dedup layer 3 embeds every write and asks the vector index: tests that go through the
+    real indexes (the `indexes` fixture) keep it on; the rest test layers 1-2 and run fast."""
+    if "indexes" not in request.fixturenames:
+        settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = None
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _tasks_inline_and_indexes_in_a_temp_dir(tmp_path_factory):
     """Unit tests run Celery tasks inline (integration tests start a real worker), and the

@@ -1,0 +1,40 @@
+"""Dedup layer 3 (DESIGN "Write path", step 7): a new memory that means what an active memory
+of its scope already says is merged into it instead of inserted.
+
+The neighbours come from the vector index, so a memory still waiting in the index outbox (written
+moments ago, or in the same transaction) is not seen; `manage.py dedup` clusters the whole store.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from recall.documents import IndexUnavailable
+from recall.embeddings import EmbedderUnavailable
+from recall.index import get_index
+
+logger = logging.getLogger(__name__)
+NEIGHBOURS = 3
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    id: str
+    similarity: float  # cosine similarity of the two passages
+
+
+def semantic_neighbours(scope: str, text: str, *, threshold: float) -> tuple[list[Neighbour], str | None]:
+    """The indexed memories of `scope` at least `threshold` similar to `text`, nearest first.
+
+    The second value says why the lookup could not run (None when it ran): a write never fails
+    because the vector index is down, it only skips this layer, and the reason is recorded.
+    """
+    try:
+        index = get_index("vector")
+        vector = index.embedder.embed_passages([text])[0]
+        hits = index.search_vector(vector, scopes=[scope], k=NEIGHBOURS)
+    except (IndexUnavailable, EmbedderUnavailable) as exc:
+        logger.warning("semantic dedup skipped: %s", exc)
+        return [], f"semantic dedup skipped: {exc}"
+    return [Neighbour(hit.id, hit.score) for hit in hits if hit.score >= threshold], None

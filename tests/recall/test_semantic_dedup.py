@@ -1,0 +1,77 @@
+"""Dedup layer 3: a new memory that says what an active one of its scope says merges into it."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from memoryui import rules
+from memoryui.models import Memory, MemoryEvent
+from recall import index
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_reworded_memory_merges_into_its_neighbour_and_the_event_records_the_similarity(indexes, write):
+    first = write("Deploys go out on Fridays after the smoke tests.", kind="procedure")
+    again = write("Deploys happen on Fridays, after the smoke tests pass.", kind="procedure")
+    assert again.pk == first.pk
+    assert Memory.objects.count() == 1
+    again.refresh_from_db()
+    assert again.access_count == 1
+    event = MemoryEvent.objects.get(memory=first, action="merged")
+    assert event.reason.startswith("duplicate by semantic (cosine similarity 0.9")
+    assert event.after["similarity"] >= 0.985
+    assert event.after["incoming"] == "Deploys happen on Fridays, after the smoke tests pass."
+
+
+def test_the_threshold_is_tunable_and_off_switches_the_layer(indexes, write, settings):
+    write("The user prefers concise answers.", kind="preference")
+    settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = None
+    write("User prefers concise answers", kind="preference")
+    assert Memory.objects.count() == 2
+    settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = 0.999
+    write("The user prefers concise answers!", kind="preference")  # layer 1 normalizes only whitespace/case
+    assert Memory.objects.count() == 3
+
+
+@pytest.mark.parametrize(
+    ("stored", "incoming"),
+    [
+        ("The GPU fleet runs RTX 4070 cards.", "The GPU fleet runs RTX 4090 cards."),
+        ("The user's phone number is 18600000000.", "The user's phone number is 18600000001."),
+        ("用户喜欢简洁的回答", "用户不喜欢简洁的回答"),
+    ],
+)
+def test_near_identical_sentences_with_other_numbers_or_a_negation_stay_apart(indexes, write, stored, incoming):
+    first = write(stored, kind="fact")
+    second = write(incoming, kind="fact")
+    assert second.pk != first.pk
+    assert rules.semantic_merge_blocker(stored, incoming) is not None
+
+
+def test_other_scopes_and_tombstoned_memories_are_never_merged_into(indexes, write, django_capture_on_commit_callbacks):
+    other = write("Deploys go out on Fridays after the smoke tests.", kind="procedure", scope="agent:other")
+    main = write("Deploys happen on Fridays, after the smoke tests pass.", kind="procedure")
+    assert main.pk != other.pk
+    with django_capture_on_commit_callbacks(execute=True):
+        main.tombstone("wrong", actor="test")
+    again = write("Deploys go out on Fridays after the smoke tests!", kind="procedure")
+    assert again.pk not in {main.pk, other.pk}
+
+
+def test_a_write_succeeds_when_the_vector_index_is_down_and_says_the_layer_was_skipped(indexes, make_memory, settings):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        settings.CHROMA_URL = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    index.close_indexes()
+    memory = make_memory("Escalate ata outages to the on-call lead.", kind="procedure")
+    created = MemoryEvent.objects.get(memory=memory, action="created")
+    assert created.reason.startswith("semantic dedup skipped: vector index unavailable")
+
+
+def test_the_merge_blocker_allows_rewordings_with_the_same_numbers_and_polarity():
+    assert rules.semantic_merge_blocker("我的幸运数字是 88", "我的幸运数字是88哦") is None
+    assert rules.semantic_merge_blocker("Never add trailers.", "Do not add trailers.") is None
+    assert rules.semantic_merge_blocker("Prefers concise answers.", "Prefers no concise answers.") is not None
