@@ -459,6 +459,30 @@ class IndexOutbox(models.Model):
         return f"index sync pending for {self.memory_id}"
 
 
+class IndexCheck(models.Model):
+    """One verify, repair or rebuild of the search indexes: who ran it, when, and what it found."""
+
+    class Action(models.TextChoices):
+        VERIFY = "verify"
+        REPAIR = "repair"
+        REBUILD = "rebuild"
+
+    action = models.CharField(max_length=10, choices=Action.choices)
+    actor = models.CharField(max_length=200)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    ok = models.BooleanField(null=True, help_text="verify: every index matches the database; else: it finished")
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["action", "-started_at"], name="indexcheck_action_started")]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor} at {self.started_at:%Y-%m-%d %H:%M}"
+
+
 def queue_index_sync(memory_ids) -> None:
     """Record that these memories' index entries must be refreshed, and refresh them after commit."""
     ids = [uuid.UUID(str(pk)) for pk in memory_ids]

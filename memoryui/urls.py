@@ -16,6 +16,7 @@ urlpatterns = [
     path("memories/<uuid:pk>/", views.memory_detail, name="memory_detail"),
     path("memories/<uuid:pk>/edit/", views.memory_edit, name="memory_edit"),
     path("memories/<uuid:pk>/<slug:action>/", views.memory_action, name="memory_action"),
+    path("indexes/<slug:action>/", views.index_action, name="index_action"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -220,10 +220,69 @@ def _activity_panel(request: HttpRequest) -> dict:
     return {"retry": _retry(request, "#activity"), "unavailable": unavailable, "events": events}
 
 
+def _index_panel(request: HttpRequest) -> dict:
+    """Index health: each index beside the database, pending work, the last checks, repair."""
+    from recall import health
+
+    status, unavailable = _load(health.status)
+    context = {"retry": _retry(request, "#index-health"), "unavailable": unavailable, "health": status}
+    if status:
+        context["last_verify"] = health.summary(status.last_verify) if status.last_verify else ""
+        context["last_check"] = health.summary(status.last_check) if status.last_check else ""
+        context["mismatch"] = next((i.mismatch for i in status.indexes if i.mismatch), None)
+    return context
+
+
 DASHBOARD_PANELS = {
     "stats-panel": ("memoryui/partials/stats.html", _stats_panel),
     "activity": ("memoryui/partials/activity.html", _activity_panel),
+    "index-health": ("memoryui/partials/index_health.html", _index_panel),
 }
+INDEX_ACTIONS = ("verify", "repair", "rebuild")
+
+
+@login_required_htmx
+@require_POST
+def index_action(request, action: str):
+    """Verify the indexes now, or queue a repair or a rebuild; htmx gets the panel back."""
+    from recall import health
+    from recall.tasks import rebuild_indexes, repair_indexes
+
+    if action not in INDEX_ACTIONS:
+        raise Http404("no such index action")
+    actor = _actor(request)
+    error = None
+
+    outcome = {"level": "success"}
+
+    def act() -> str:
+        if action == "verify":
+            check = health.run("verify", actor=actor)
+            outcome["level"] = "success" if check.ok else "warning"
+            return "Verified: " + health.summary(check)
+        task = repair_indexes if action == "repair" else rebuild_indexes
+        result = task.delay(actor=actor)
+        if result.ready():  # tasks run inline (CELERY_TASK_ALWAYS_EAGER)
+            if result.failed():
+                raise IndexUnavailable(action, str(result.result))
+            return f"{action.capitalize()} finished."
+        return f"{action.capitalize()} queued as task {result.id}; refresh to follow it."
+
+    notice = unavailable = None
+    try:
+        notice, unavailable = _load(act)
+    except IndexUnavailable as exc:
+        error = f"{action.capitalize()} failed: {exc}"
+    if not _wants_fragment(request):
+        _flash(request, unavailable, error, lambda: notice)
+        return redirect("dashboard")
+    if unavailable:
+        return _alert(
+            request, status=503, state="unavailable", unavailable=unavailable, retry=_retry(request, "#index-health")
+        )
+    panel = _index_panel(request)
+    panel["notice"], panel["notice_level"], panel["error"] = notice, outcome["level"], error
+    return _fragment(request, "memoryui/partials/index_health.html", panel)
 
 
 @login_required_htmx
@@ -235,7 +294,11 @@ def dashboard(request):
     return _render(
         request,
         "memoryui/dashboard.html",
-        {"stats_panel": _stats_panel(request), "activity_panel": _activity_panel(request)},
+        {
+            "stats_panel": _stats_panel(request),
+            "activity_panel": _activity_panel(request),
+            "index_panel": _index_panel(request),
+        },
     )
 
 

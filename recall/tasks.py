@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from recall import index
+from recall import health, index
 from recall.documents import IndexUnavailable
 
 
@@ -23,13 +23,20 @@ def sync_index(self, memory_ids: list[str]) -> dict:
 
 
 @shared_task
-def repair_indexes() -> dict:
+def repair_indexes(actor: str = "task") -> dict:
     """What `reindex` does: verify both indexes, fix the differences, finish pending work."""
-    return index.repair()
+    return health.run("repair", actor=actor).result
+
+
+@shared_task
+def rebuild_indexes(actor: str = "task") -> dict:
+    """What `reindex --full` does: drop both indexes and index every active memory again
+    (also how the vector index moves to a newly configured embedder)."""
+    return health.run("rebuild", actor=actor).result
 
 
 @worker_ready.connect
 def _repair_when_a_worker_starts(sender=None, **kwargs) -> None:
     # Work lost while no worker ran (a crash between commit and index, or a store imported
     # by an older version) is found and finished as soon as one is up.
-    repair_indexes.delay()
+    repair_indexes.delay(actor="worker start")

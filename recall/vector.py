@@ -65,7 +65,7 @@ class EmbedderMismatch(IndexUnavailable):
         super().__init__(
             "vector",
             f"the index at {location} was built with embedder {recorded}, but {configured} is configured"
-            f"{detail}; reindex needed (manage.py reindex rebuilds it)",
+            f"{detail}; reindex needed (`manage.py reindex --full`, or Rebuild on the dashboard)",
         )
 
 

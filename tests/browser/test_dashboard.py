@@ -1,4 +1,4 @@
-"""The dashboard in a real browser: stats and bars, and a failing stats backend."""
+"""The dashboard in a real browser: stats and bars, a failing stats backend, index health and repair."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 from django.db import OperationalError
 from playwright.sync_api import expect
 
-from memoryui.models import Memory, MemoryQuerySet
+from memoryui.models import IndexOutbox, Memory, MemoryQuerySet
+from recall import index
 
 pytestmark = pytest.mark.e2e
 
@@ -61,3 +62,26 @@ def test_a_failing_stats_backend_shows_unavailable_and_retry_brings_the_data_bac
     expect(panel.locator('[data-stat="total"]')).to_have_text("1")
     expect(panel.locator('[data-state="unavailable"]')).to_have_count(0)
     assert page.url == f"{live_server.url}/"
+
+
+def test_index_health_verify_then_repair_in_the_browser(signed_in, live_server, indexes, make_memory, screenshot):
+    page = signed_in
+    make_memory("Deploys go out on Fridays.", kind="procedure")  # committed and indexed (tasks run inline)
+    lost = make_memory("Escalate ata outages to the on-call lead.", kind="procedure")
+    index.get_index("vector").delete([str(lost.pk)])  # the index write that a crash lost
+    index.get_index("bm25").delete([str(lost.pk)])
+    IndexOutbox.objects.all().delete()
+
+    page.goto(f"{live_server.url}/")
+    health = page.locator("#index-health")
+    expect(health.locator("[data-index-ok]")).to_have_attribute("data-index-ok", "no")
+    expect(health.locator('[data-index="bm25"] [data-entries]')).to_have_text("1")
+
+    health.get_by_role("button", name="Verify now").click()
+    expect(health.locator("[data-notice]")).to_contain_text("Verified: vector: 1 missing; bm25: 1 missing")
+    screenshot("verified")
+    health.get_by_role("button", name="Repair").click()
+    expect(health.locator("[data-notice]")).to_have_text("Repair finished.")
+    expect(health.locator("[data-index-ok]")).to_have_attribute("data-index-ok", "yes")
+    expect(health.locator('[data-index="vector"] [data-entries]')).to_have_text("2")
+    screenshot("repaired")

@@ -10,7 +10,7 @@ import socket
 import pytest
 from django.core.management import CommandError, call_command
 
-from memoryui.models import IndexOutbox, Memory
+from memoryui.models import IndexCheck, IndexOutbox, Memory
 from recall import index
 from recall.documents import IndexedMemory, IndexUnavailable
 
@@ -127,6 +127,9 @@ def test_reindex_command_verifies_with_json_and_exit_status_then_repairs(indexes
     out = io.StringIO()
     call_command("reindex", "--verify", "--json", stdout=out)
     assert all(d["ok"] for d in json.loads(out.getvalue())["indexes"])
+    checks = list(IndexCheck.objects.order_by("started_at", "id").values_list("action", "actor", "ok"))
+    cli = "cli:reindex"
+    assert checks == [("verify", cli, False), ("repair", cli, True), ("verify", cli, True)]
 
 
 def test_reindex_refusing_its_options_still_prints_one_json_document(indexes):

@@ -12,7 +12,7 @@ import json
 from django.core.management.base import CommandError
 
 from memoryui.management.base import ReportingCommand
-from recall import index
+from recall import health
 from recall.documents import IndexUnavailable
 
 
@@ -45,14 +45,11 @@ class Command(ReportingCommand):
                 raise CommandError("--background runs a repair; use it without --verify or --full")
             from recall.tasks import repair_indexes
 
-            result = repair_indexes.delay()
+            result = repair_indexes.delay(actor="cli:reindex")
             return {"queued": True, "task_id": result.id}, False
-        if options["verify"]:
-            diffs = index.verify()
-            return {"indexes": [diff.as_dict() for diff in diffs]}, not all(d.ok for d in diffs)
-        if options["full"]:
-            return {"rebuilt": index.rebuild()}, False
-        return {"repaired": index.repair()}, False
+        action = "verify" if options["verify"] else "rebuild" if options["full"] else "repair"
+        check = health.run(action, actor="cli:reindex")
+        return check.result, action == "verify" and not check.ok
 
     @staticmethod
     def _describe(result: dict) -> str:

