@@ -57,7 +57,7 @@ from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.filedb.structfile import StructFile
-from whoosh.query import DefaultOr, Or, Term
+from whoosh.query import DefaultOr, Term
 
 from recall import concepts
 from recall.documents import Hit, IndexedMemory, IndexUnavailable
@@ -312,6 +312,12 @@ class LexicalIndex:
         self.lock_timeout = lock_timeout
         self._lock = _process_lock(self.path)
         self._ix: whoosh_index.FileIndex | None = None
+        # Each thread keeps its open searcher (whoosh searchers are not shared between threads)
+        # and the documents of each scope it has filtered on, until the index changes: opening
+        # a searcher and collecting a 40k-memory scope cost more than the search itself.
+        self._local = threading.local()
+        self._searchers: list = []
+        self._searchers_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LexicalIndex({str(self.path)!r})"
@@ -395,10 +401,18 @@ class LexicalIndex:
         # DefaultOr, a balanced tree of unions, skips blocks that cannot reach the top k; the
         # preloading union whoosh picks for small indexes scores every posting (~1.7x slower here).
         wanted = DefaultOr([Term(field, term) for term in terms for field in FIELD_BOOSTS])
-        in_scopes = None if scopes is None else Or([Term("scope", scope) for scope in dict.fromkeys(scopes)])
-        ix = self._index()
-        with self._storage_errors("search"), ix.searcher(weighting=WEIGHTING) as searcher:
-            results = searcher.search(wanted, limit=k, filter=in_scopes, terms=True)
+        with self._storage_errors("search"):
+            searcher, scope_docs = self._searcher()
+            allowed = None
+            if scopes is not None:
+                allowed = set()
+                for scope in dict.fromkeys(scopes):
+                    if scope not in scope_docs:
+                        scope_docs[scope] = frozenset(searcher.docs_for_query(Term("scope", scope)))
+                    allowed |= scope_docs[scope]
+                if not allowed:
+                    return []  # (whoosh reads an empty filter as no filter at all)
+            results = searcher.search(wanted, limit=k, filter=allowed, terms=True)
             weights = _term_weights(searcher, terms)
             total = sum(weights.values())
             named_by = concept_phrases(query)
@@ -410,6 +424,39 @@ class LexicalIndex:
                 coverage = sum(weights[term] for term in matched if term in weights) / total
                 hits.append(Hit(id=hit["id"], rank=rank, score=float(hit.score), coverage=min(coverage, 1.0)))
             return hits
+
+    def _searcher(self):
+        """This thread's searcher, refreshed when the index changed, and its scope cache."""
+        ix = self._index()
+        local = self._local
+        searcher = getattr(local, "searcher", None)
+        if searcher is not None and getattr(local, "ix", None) is ix and searcher.up_to_date():
+            return searcher, local.scope_docs
+        if searcher is not None:
+            # A new searcher, not refresh(): a refreshed one reuses segment readers and kept
+            # seeing documents that had been deleted from a reused segment (whoosh 2.7.5).
+            self._forget(searcher)
+        local.searcher, local.ix, local.scope_docs = ix.searcher(weighting=WEIGHTING), ix, {}
+        with self._searchers_lock:
+            self._searchers.append(local.searcher)
+        return local.searcher, local.scope_docs
+
+    def _forget(self, searcher) -> None:
+        with self._searchers_lock:
+            if searcher in self._searchers:
+                self._searchers.remove(searcher)
+        with suppress(Exception):
+            searcher.close()
+        self._local.searcher = None
+
+    def close(self) -> None:
+        """Close the searchers this index opened (in every thread)."""
+        with self._searchers_lock:
+            searchers, self._searchers = self._searchers, []
+        for searcher in searchers:
+            with suppress(Exception):
+                searcher.close()
+        self._local = threading.local()
 
     def entries(self) -> dict[str, str]:
         """Every indexed id with the content hash it was indexed at."""
