@@ -495,12 +495,34 @@ def queue_index_sync(memory_ids) -> None:
         unique_fields=["memory_id"],
         update_fields=["queued_at"],
     )
+    # One sync per transaction, however many writes it holds: 500 memories written in one
+    # transaction are embedded and indexed in batches, not one by one. Ids of writes undone
+    # by a savepoint rollback may ride along: a sync reads the database, so they are no-ops.
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        for _savepoints, callback, _robust in reversed(connection.run_on_commit):
+            if isinstance(callback, _IndexSync) and not callback.done:
+                callback.ids.extend(str(pk) for pk in ids)
+                return
     # robust: a broker that is down must not turn a committed change into an error page;
     # the outbox row stays and `reindex` (or the next sync) finishes the work.
-    transaction.on_commit(lambda: _enqueue_index_sync([str(pk) for pk in ids]), robust=True)
+    transaction.on_commit(_IndexSync([str(pk) for pk in ids]), robust=True)
 
 
 INDEX_SYNC_BATCH = 200
+
+
+class _IndexSync:
+    """The after-commit callback that enqueues the index sync of a transaction's memories."""
+
+    def __init__(self, ids: list[str]):
+        self.ids = ids
+        self.done = False
+        self.__qualname__ = "index sync"  # Django names a failing robust callback by it
+
+    def __call__(self) -> None:
+        self.done = True
+        _enqueue_index_sync(list(dict.fromkeys(self.ids)))
 
 
 def _enqueue_index_sync(ids: list[str]) -> None:

