@@ -38,6 +38,12 @@ MAX_QUERY_CHARS = 1000
 # With fewer vector hits in the scope than this, the scope's background is not estimated.
 BACKGROUND_MIN_HITS = 10
 NEAR_MISSES = 5
+# What a result shows and the rerank reads: the rest of a row (metadata JSON, TTL, access
+# counts) is not loaded for each of the up to 100 candidates.
+RESULT_FIELDS = (
+    "id", "scope", "kind", "tier", "status", "text", "entity_key", "importance", "pinned", "source",
+    "created_at", "updated_at",
+)  # fmt: skip
 
 # Everyday sentences about nothing an agent remembers, in each script the store is written in.
 # A memory counts as a vector match only when it stands out both from the scope's other top
@@ -248,7 +254,7 @@ def search(
 
     with _timed(result.timings_ms, "load_rows"):
         ids = {hit.id for hit in vector_hits} | {hit.id for hit in bm25_hits}
-        rows = Memory.objects.active().filter(pk__in=ids)
+        rows = Memory.objects.active().filter(pk__in=ids).only(*RESULT_FIELDS)
         if scopes is not None:
             rows = rows.filter(scope__in=scopes)
         memories = {str(memory.pk): memory for memory in rows}
