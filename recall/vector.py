@@ -178,9 +178,13 @@ class VectorIndex:
                         ],
                     )
                 for scope, collection in list(collections.items()):
-                    moved = [item.id for item in batch if item.scope != scope]
-                    if moved:
-                        collection.delete(ids=moved)
+                    elsewhere = [item.id for item in batch if item.scope != scope]
+                    if elsewhere:
+                        # Look before deleting: a lookup by id is much cheaper than a delete,
+                        # and almost always finds nothing (a memory rarely changes scope).
+                        moved = collection.get(ids=elsewhere, include=[])["ids"]
+                        if moved:
+                            collection.delete(ids=moved)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove these memories; ids the index does not hold are ignored."""
