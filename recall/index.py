@@ -196,4 +196,6 @@ def rebuild(indexes: tuple[str, ...] = INDEX_NAMES) -> dict:
     ids = list(Memory.objects.active().values_list("pk", flat=True))
     for start in range(0, len(ids), CHUNK):
         sync_memories([str(pk) for pk in ids[start : start + CHUNK]], indexes=indexes)
+    if "bm25" in indexes:
+        get_index("bm25").optimize()  # one segment instead of one per chunk: faster searches
     return {name: len(ids) for name in indexes}

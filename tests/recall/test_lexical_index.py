@@ -296,3 +296,14 @@ def test_an_index_path_that_is_not_a_directory_is_unavailable_not_a_crash(tmp_pa
     path.write_text("not an index")
     with pytest.raises(IndexUnavailable, match="cannot read"):
         LexicalIndex(path / "bm25").search("anything", scopes=None, k=5)
+
+
+def test_optimize_merges_the_segments_and_keeps_every_entry(index):
+    for n in range(4):
+        index.upsert([memory(f"m{n}", f"deploy window number {n}")])
+    assert len(index._index()._segments()) > 1
+    before = index.entries()
+    index.optimize()
+    assert len(index._index()._segments()) == 1
+    assert index.entries() == before
+    assert ids(index.search("deploy window", scopes=None, k=10)) != []
