@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.text import Truncator
 
-from memoryui.models import ApiToken, Memory, MemoryEvent
+from memoryui.models import ApiToken, IndexCheck, IndexOutbox, Memory, MemoryEvent, PendingVector
 
 
 class MemoryEventInline(admin.TabularInline):
@@ -114,3 +114,33 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke_selected(self, request, queryset):
         revoked = sum(1 for token in queryset if token.revoke())
         self.message_user(request, f"Revoked {revoked} tokens.")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Bookkeeping the application writes itself: visible here, changed only by the app."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(IndexOutbox)
+class IndexOutboxAdmin(ReadOnlyAdmin):
+    list_display = ("memory_id", "queued_at", "attempts", "last_error")
+
+
+@admin.register(IndexCheck)
+class IndexCheckAdmin(ReadOnlyAdmin):
+    list_display = ("started_at", "action", "actor", "ok", "finished_at", "error")
+    list_filter = ("action", "ok")
+
+
+@admin.register(PendingVector)
+class PendingVectorAdmin(ReadOnlyAdmin):
+    list_display = ("memory_id", "embedder", "content_hash", "created_at")
+    exclude = ("vector",)

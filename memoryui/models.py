@@ -136,7 +136,7 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             peripheral_ttl_days=settings.MEMORYUI_PERIPHERAL_TTL_DAYS,
         )
         hash_ = rules.content_hash(clean["text"])
-        neighbours, skipped = self._semantic_neighbours(clean, hash_) if semantic else ([], None)
+        neighbours, skipped, embedded = self._semantic_neighbours(clean, hash_) if semantic else ([], None, None)
         with transaction.atomic():
             duplicate = (
                 self.get_queryset().select_for_update().find_duplicate(clean["scope"], hash_, clean.get("entity_key"))
@@ -162,18 +162,28 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
                 memory.id = id
             memory.save(force_insert=True)
             memory.record("created", actor=actor, after=memory.snapshot(), reason=skipped or "")
+            if embedded is not None:
+                embedder_name, vector = embedded
+                PendingVector.objects.create(
+                    memory_id=memory.pk,
+                    embedder=embedder_name,
+                    content_hash=hash_,
+                    vector=vector.astype("<f4").tobytes(),
+                )
         return memory, True
 
-    def _semantic_neighbours(self, clean: dict, hash_: str) -> tuple[list, str | None]:
-        """Dedup layer 3's candidates, looked up before the transaction (embedding is slow)."""
+    def _semantic_neighbours(self, clean: dict, hash_: str) -> tuple[list, str | None, tuple | None]:
+        """Dedup layer 3's candidates, looked up before the transaction (embedding is slow),
+        why the lookup was skipped, and (embedder name, vector) of the text when it ran."""
         threshold = settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD
         if threshold is None:
-            return [], None
+            return [], None, None
         if self.find_duplicate(clean["scope"], hash_, clean.get("entity_key")):
-            return [], None  # layers 1-2 will merge it: no need to embed
+            return [], None, None  # layers 1-2 will merge it: no need to embed
         from recall.dedup import semantic_neighbours
 
-        return semantic_neighbours(clean["scope"], clean["text"], threshold=threshold)
+        lookup = semantic_neighbours(clean["scope"], clean["text"], threshold=threshold)
+        return lookup.neighbours, lookup.skipped, lookup.embedded
 
     def _semantic_duplicate(self, clean: dict, neighbours: list) -> tuple[tuple[Memory, str] | None, float | None]:
         """The nearest neighbour that is still active in the scope and may be merged into."""
@@ -457,6 +467,24 @@ class IndexOutbox(models.Model):
 
     def __str__(self) -> str:
         return f"index sync pending for {self.memory_id}"
+
+
+class PendingVector(models.Model):
+    """A new memory's passage vector, computed by the write path for dedup layer 3.
+
+    It waits here for the index sync, usually in another process, which then need not embed
+    the same text again; the sync uses it only while the memory still has this content hash
+    and the vector index this embedder, and deletes it once done.
+    """
+
+    memory_id = models.UUIDField(primary_key=True)
+    embedder = models.CharField(max_length=200)
+    content_hash = models.CharField(max_length=64)
+    vector = models.BinaryField()  # little-endian float32
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.embedder} vector of {self.memory_id}"
 
 
 class IndexCheck(models.Model):

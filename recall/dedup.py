@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import numpy as np
+
 from recall.documents import IndexUnavailable
 from recall.embeddings import EmbedderUnavailable
 from recall.index import get_index
@@ -24,17 +26,26 @@ class Neighbour:
     similarity: float  # cosine similarity of the two passages
 
 
-def semantic_neighbours(scope: str, text: str, *, threshold: float) -> tuple[list[Neighbour], str | None]:
+@dataclass(frozen=True)
+class Lookup:
+    neighbours: list[Neighbour]  # at least `threshold` similar, nearest first
+    skipped: str | None = None  # why the lookup could not run
+    embedded: tuple[str, np.ndarray] | None = None  # (embedder name, the text's passage vector)
+
+
+def semantic_neighbours(scope: str, text: str, *, threshold: float) -> Lookup:
     """The indexed memories of `scope` at least `threshold` similar to `text`, nearest first.
 
-    The second value says why the lookup could not run (None when it ran): a write never fails
-    because the vector index is down, it only skips this layer, and the reason is recorded.
+    A write never fails because the vector index is down: it only skips this layer, and
+    `skipped` says why. The text's vector is returned so the index sync can reuse it.
     """
     try:
         index = get_index("vector")
-        vector = index.embedder.embed_passages([text])[0]
+        embedder = index.embedder
+        vector = embedder.embed_passages([text])[0]
         hits = index.search_vector(vector, scopes=[scope], k=NEIGHBOURS)
     except (IndexUnavailable, EmbedderUnavailable) as exc:
         logger.warning("semantic dedup skipped: %s", exc)
-        return [], f"semantic dedup skipped: {exc}"
-    return [Neighbour(hit.id, hit.score) for hit in hits if hit.score >= threshold], None
+        return Lookup([], skipped=f"semantic dedup skipped: {exc}")
+    neighbours = [Neighbour(hit.id, hit.score) for hit in hits if hit.score >= threshold]
+    return Lookup(neighbours, embedded=(embedder.name, vector))

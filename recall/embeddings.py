@@ -94,6 +94,19 @@ class Embedder:
             return np.empty((0, self.dim), dtype=np.float32)
         return np.stack([known[text] for text in texts])
 
+    def remember_passages(self, vectors: dict[str, np.ndarray]) -> None:
+        """Take passage vectors computed elsewhere (e.g. by the write path in another process)
+        as recently embedded, so embedding those texts again costs nothing."""
+        cache = self.__dict__.setdefault("_recent", OrderedDict())
+        lock = self.__dict__.setdefault("_recent_lock", threading.Lock())
+        with lock:
+            for text, vector in vectors.items():
+                if vector.shape == (self.dim,):
+                    cache[text] = vector
+                    cache.move_to_end(text)
+            while len(cache) > self.recent_passages:
+                cache.popitem(last=False)
+
     def forget_recent(self) -> None:
         """Drop the recently embedded passages (tests measuring the model itself)."""
         self.__dict__.pop("_recent", None)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
-from memoryui.models import IndexOutbox, Memory
+from memoryui.models import IndexOutbox, Memory, PendingVector
 from recall.documents import IndexedMemory, IndexUnavailable
 
 _lock = threading.Lock()
@@ -80,6 +81,8 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] = INDEX_NAM
     gone = [str(pk) for pk in memory_ids if str(pk) not in active_ids]
     report = SyncReport(indexed=len(active), removed=len(gone))
     documents = _documents(active)
+    if active and "vector" in indexes:
+        _reuse_write_path_vectors(active)
     for name in indexes:
         try:
             index = get_index(name)
@@ -98,7 +101,29 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] = INDEX_NAM
                 row.save(update_fields=["attempts", "last_error"])
         raise IndexUnavailable(", ".join(report.errors), message)
     IndexOutbox.objects.filter(memory_id__in=memory_ids, queued_at__lte=started).delete()
+    if "vector" in indexes:
+        PendingVector.objects.filter(memory_id__in=memory_ids).delete()
     return report
+
+
+def _reuse_write_path_vectors(memories) -> None:
+    """Hand the embedder the vectors the write path computed (dedup layer 3) for these texts."""
+    rows = PendingVector.objects.filter(memory_id__in=[m.pk for m in memories]).values_list(
+        "memory_id", "vector", "embedder", "content_hash"
+    )
+    if not rows:
+        return
+    try:
+        embedder = get_index("vector").embedder
+    except IndexUnavailable:
+        return
+    by_id = {m.pk: m for m in memories}
+    vectors = {}
+    for memory_id, blob, embedder_name, content_hash in rows:
+        memory = by_id.get(memory_id)
+        if memory and embedder_name == embedder.name and content_hash == memory.content_hash:
+            vectors[memory.text] = np.frombuffer(bytes(blob), dtype="<f4").astype(np.float32)
+    embedder.remember_passages(vectors)
 
 
 @dataclass

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import socket
 
+import numpy as np
 import pytest
 
 from memoryui import rules
-from memoryui.models import Memory, MemoryEvent
+from memoryui.models import IndexOutbox, Memory, MemoryEvent, PendingVector
 from recall import index
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +76,37 @@ def test_the_merge_blocker_allows_rewordings_with_the_same_numbers_and_polarity(
     assert rules.semantic_merge_blocker("我的幸运数字是 88", "我的幸运数字是88哦") is None
     assert rules.semantic_merge_blocker("Never add trailers.", "Do not add trailers.") is None
     assert rules.semantic_merge_blocker("Prefers concise answers.", "Prefers no concise answers.") is not None
+
+
+def test_the_vector_embedded_for_dedup_rides_in_the_outbox_so_the_index_sync_does_not_embed_again(
+    indexes, make_memory, monkeypatch
+):
+    memory = make_memory("Escalate ata outages to the on-call lead.", kind="procedure")  # sync not run yet
+    assert IndexOutbox.objects.filter(memory_id=memory.pk).exists()
+    row = PendingVector.objects.get(memory_id=memory.pk)
+    embedder = index.get_index("vector").embedder
+    assert row.embedder == embedder.name and row.content_hash == memory.content_hash
+    stored = np.frombuffer(bytes(row.vector), dtype="<f4")
+    assert stored.shape == (embedder.dim,)
+
+    embedder.forget_recent()  # as in a worker process that never saw the write
+    embedded = []
+    original = embedder._embed_batch
+    monkeypatch.setattr(embedder, "_embed_batch", lambda texts, **kw: embedded.append(texts) or original(texts, **kw))
+    index.sync_memories([str(memory.pk)])
+    assert embedded == []
+    assert not PendingVector.objects.exists() and not IndexOutbox.objects.exists()
+    [hit] = index.get_index("vector").search_vector(stored, scopes=["agent:main"], k=1)
+    assert hit.id == str(memory.pk) and hit.score > 0.999
+
+
+def test_a_vector_of_an_older_text_is_not_reused(indexes, make_memory, monkeypatch):
+    memory = make_memory("Escalate ata outages to the on-call lead.", kind="procedure")
+    memory.edit(actor="test", text="Escalate ata outages to the platform lead.")
+    embedder = index.get_index("vector").embedder
+    embedder.forget_recent()
+    embedded = []
+    original = embedder._embed_batch
+    monkeypatch.setattr(embedder, "_embed_batch", lambda texts, **kw: embedded.append(texts) or original(texts, **kw))
+    index.sync_memories([str(memory.pk)])
+    assert embedded == [["Escalate ata outages to the platform lead."]]
