@@ -154,15 +154,20 @@ def embed_alone(memories: list[dict]) -> float:
     return time.perf_counter() - start
 
 
+def write_each(memories: list[dict]) -> None:
+    """Each memory through `Memory.objects.write`; fresh texts must never merge."""
+    for m in memories:
+        _, created = Memory.objects.write(actor="bench", scope=m["scope"], kind=m["kind"], text=m["text"])
+        if not created:
+            raise SystemExit(f"the write path merged a fresh text: {m['text']}")
+
+
 def write_path(memories: list[dict]) -> tuple[float, float]:
     """(seconds in the transaction, seconds after it: the index sync run on commit)."""
     empty_store()
     start = time.perf_counter()
     with transaction.atomic():
-        for m in memories:
-            _, created = Memory.objects.write(actor="bench", scope=m["scope"], kind=m["kind"], text=m["text"])
-            if not created:
-                raise SystemExit(f"the write path merged a fresh text: {m['text']}")
+        write_each(memories)
         committing = time.perf_counter()
     done = time.perf_counter()
     check_store(len(memories), "write path")
@@ -199,10 +204,7 @@ def write_path_worker(memories: list[dict]) -> tuple[float, float]:
     try:
         start = time.perf_counter()
         with transaction.atomic():
-            for m in memories:
-                _, created = Memory.objects.write(actor="bench", scope=m["scope"], kind=m["kind"], text=m["text"])
-                if not created:
-                    raise SystemExit(f"the write path merged a fresh text: {m['text']}")
+            write_each(memories)
             committing = time.perf_counter()
         deadline = time.monotonic() + 900
         while IndexOutbox.objects.exists():

@@ -76,34 +76,37 @@ class Embedder:
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents (memories) as an (n, dim) float32 array of unit rows."""
         texts = list(texts)
-        cache = self.__dict__.setdefault("_recent", OrderedDict())
-        lock = self.__dict__.setdefault("_recent_lock", threading.Lock())
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        cache, lock = self._recent_cache()
         with lock:
             known = {text: cache[text] for text in texts if text in cache}
             for text in known:
                 cache.move_to_end(text)
         missing = list(dict.fromkeys(text for text in texts if text not in known))
         if missing:
-            fresh = self._embed(missing, is_query=False)
-            with lock:
-                for text, vector in zip(missing, fresh, strict=True):
-                    known[text] = cache[text] = vector
-                while len(cache) > self.recent_passages:
-                    cache.popitem(last=False)
-        if not texts:
-            return np.empty((0, self.dim), dtype=np.float32)
+            fresh = dict(zip(missing, self._embed(missing, is_query=False), strict=True))
+            self._remember(fresh)
+            known.update(fresh)
         return np.stack([known[text] for text in texts])
 
     def remember_passages(self, vectors: dict[str, np.ndarray]) -> None:
         """Take passage vectors computed elsewhere (e.g. by the write path in another process)
         as recently embedded, so embedding those texts again costs nothing."""
-        cache = self.__dict__.setdefault("_recent", OrderedDict())
-        lock = self.__dict__.setdefault("_recent_lock", threading.Lock())
+        self._remember({text: vector for text, vector in vectors.items() if vector.shape == (self.dim,)})
+
+    def _recent_cache(self) -> tuple[OrderedDict, threading.Lock]:
+        # Created on first use: subclasses do not call a base __init__.
+        return self.__dict__.setdefault("_recent", OrderedDict()), self.__dict__.setdefault(
+            "_recent_lock", threading.Lock()
+        )
+
+    def _remember(self, vectors: dict[str, np.ndarray]) -> None:
+        cache, lock = self._recent_cache()
         with lock:
             for text, vector in vectors.items():
-                if vector.shape == (self.dim,):
-                    cache[text] = vector
-                    cache.move_to_end(text)
+                cache[text] = vector
+                cache.move_to_end(text)
             while len(cache) > self.recent_passages:
                 cache.popitem(last=False)
 
