@@ -88,9 +88,17 @@
   });
 
   // After a sort header or pager link changes the URL, show the same choices in the filter form.
+  // Not after the form's own requests: their URL is what the form held when it was sent, and the
+  // user may have typed on since (a late answer must never overwrite what is in the search box).
+  var historySource = null;
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    historySource = evt.detail.requestConfig ? evt.detail.requestConfig.elt : evt.detail.elt;
+  });
   document.addEventListener("htmx:pushedIntoHistory", function () {
     var form = document.getElementById("filters");
-    if (!form) return;
+    var source = historySource;
+    historySource = null;
+    if (!form || (source && form.contains(source))) return;
     var query = new URLSearchParams(window.location.search);
     Array.prototype.forEach.call(form.elements, function (field) {
       if (!field.name || field.type === "submit") return;

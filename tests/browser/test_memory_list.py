@@ -100,3 +100,30 @@ def test_filters_update_the_results_and_the_address_bar(signed_in, live_server, 
     expect(page).to_have_url(f"{live_server.url}/memories/?kind=fact")
     expect(page.locator("#results tbody tr")).to_have_count(1)
     expect(page.locator("#results")).to_contain_text("Runs 1000 RTX 4070s.")
+
+
+def test_a_late_answer_keeps_what_was_typed_and_a_sort_header_shows_in_the_form(signed_in, live_server, make_memory):
+    page = signed_in
+    make_memory("Prefers terse answers.", kind="preference", importance=0.9)
+    make_memory("Runs 1000 RTX 4070s.", kind="fact", importance=0.4)
+    make_memory("Releases go out on Thursdays.", kind="fact", importance=0.8)
+    page.goto(f"{live_server.url}/memories/")
+    held = []
+    page.route("**/memories/?kind=fact", lambda route: held.append(route))
+
+    page.locator("#id_kind").select_option("fact")
+    page.wait_for_function("() => document.querySelector('#filters').classList.contains('htmx-request')")
+    page.locator("#id_q").fill("thursdays")
+    assert len(held) == 1
+    held[0].continue_()
+
+    expect(page).to_have_url(f"{live_server.url}/memories/?kind=fact")
+    expect(page.locator("#results tbody tr")).to_have_count(2)
+    expect(page.locator("#id_q")).to_have_value("thursdays")
+
+    page.unroute("**/memories/?kind=fact")
+    page.locator("#results a.sort", has_text="Importance").click()
+    expect(page).to_have_url(f"{live_server.url}/memories/?kind=fact&sort=-importance")
+    expect(page.locator("#id_sort")).to_have_value("-importance")
+    expect(page.locator("#id_kind")).to_have_value("fact")
+    expect(page.locator("#results tbody tr").first).to_contain_text("Thursdays")
