@@ -50,6 +50,8 @@ bench: install
 	$(PY) bench/retrieval_quality.py
 	$(PY) bench/ingest.py
 	$(PY) bench/retrieval_latency.py --sizes 10000
+	$(PY) bench/recall_latency.py
+	$(PY) bench/extraction.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache .ruff_cache

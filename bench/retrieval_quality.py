@@ -1,4 +1,4 @@
-"""Benchmark: retrieval quality of vector, BM25 and hybrid search on the labelled set.
+"""Benchmark: retrieval quality of vector, BM25 and hybrid search, and of heuristic recall, on the labelled set.
 
 Loads bench/data/retrieval_set.json into a store of its own (through the write path, so
 tier, importance and pinning are derived as for any memory), indexes it with the configured
@@ -15,7 +15,16 @@ embedder, runs every query through `recall.search.search` and prints, for each r
 The same three rows are printed without the relevance floors, so ranking and floors can be
 judged apart, and hybrid is broken down by query type.
 
-    .venv/bin/python bench/retrieval_quality.py [--calibrate] [--json]
+`recall (heuristic)` scores what an agent is actually given: every query goes through
+`recall.pipeline.recall` without a model selector (the heuristic re-scores the floor-passing
+candidates with the profile's field weights), at the default limit, and its selected list is
+scored with the same metrics. It is broken down by query type too, and every recall is
+checked to select no more than its limit and to render no more block lines than that.
+
+    .venv/bin/python bench/retrieval_quality.py [--calibrate] [--json] [--recall-settings JSON]
+
+`--recall-settings` runs the heuristic row with other recall knobs, a recall profile's flat
+JSON (e.g. '{"weight_text": 0.1}'); the retriever rows keep the defaults.
 
 `--calibrate` searches the floor knobs (vector_floor, vector_margin, bm25_coverage) for the
 setting that keeps every unanswerable query silent and answers the most queries right, and
@@ -54,7 +63,8 @@ from django.utils import timezone  # noqa: E402
 from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
 from recall import index  # noqa: E402
 from recall.documents import Hit  # noqa: E402
-from recall.fusion import CandidateInfo, RetrievalSettings, fuse  # noqa: E402
+from recall.fusion import CandidateInfo, RetrievalSettings, SettingsError, fuse  # noqa: E402
+from recall.pipeline import BLOCK_HEADING, RecallSettings, recall  # noqa: E402
 from recall.search import search  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "retrieval_set.json"
@@ -134,11 +144,24 @@ def answer(run: dict, retriever: str, settings: RetrievalSettings, now, *, floor
     return [run["keys"][c.id] for c in candidates[:K]]
 
 
-def score(runs: list[dict], retriever: str, settings: RetrievalSettings, now, *, floors: bool = True) -> dict:
+def recall_heuristic(runs: list[dict], settings: RecallSettings, now) -> None:
+    """Recall every query without a selector; keep the selected keys and the limit checks in its run."""
+    for run in runs:
+        q = run["query"]
+        result = recall(q["query"], scope=q["scope"], settings=settings, selector_config=None, now=now)
+        if result.mode != "heuristic":
+            raise SystemExit(f"{q['id']}: recall answered by the {result.mode}, not the heuristic")
+        lines = [line for line in result.block.splitlines() if line != BLOCK_HEADING]
+        run["recall"] = [run["keys"][rc.id] for rc in result.selected]
+        run["recall_within_limit"] = len(result.selected) <= result.limit and len(lines) <= result.limit
+
+
+def metrics(answers: list[tuple[list[str], set[str]]]) -> dict:
+    """The metrics of (what came back, what is relevant) pairs, one a query; only the first K count."""
     top1 = recall = mrr = 0.0
     answerable = silent = silent_right = unanswerable = answered = answered_right = 0
-    for run in runs:
-        got, relevant = answer(run, retriever, settings, now, floors=floors), run["relevant"]
+    for got, relevant in answers:
+        got = got[:K]
         if not got:
             silent += 1
             silent_right += not relevant
@@ -159,9 +182,19 @@ def score(runs: list[dict], retriever: str, settings: RetrievalSettings, now, *,
         "mrr": mrr / answerable if answerable else 0.0,
         "no_result_precision": silent_right / silent if silent else 1.0,
         "no_result_recall": silent_right / unanswerable if unanswerable else 1.0,
-        "queries": len(runs),
+        "queries": len(answers),
         "answerable": answerable,
     }
+
+
+def score(runs: list[dict], retriever: str, settings: RetrievalSettings, now, *, floors: bool = True) -> dict:
+    return metrics([(answer(run, retriever, settings, now, floors=floors), run["relevant"]) for run in runs])
+
+
+def score_recall(runs: list[dict]) -> dict:
+    result = metrics([(run["recall"], run["relevant"]) for run in runs])
+    result["within_limit"] = sum(run["recall_within_limit"] for run in runs)
+    return result
 
 
 def calibrate(runs: list[dict], now) -> tuple[RetrievalSettings, dict]:
@@ -200,7 +233,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calibrate", action="store_true", help="search the floor knobs on the set")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.add_argument("--recall-settings", metavar="JSON", help="recall knobs for the heuristic row")
     args = parser.parse_args()
+    try:
+        recall_settings = RecallSettings.from_dict(json.loads(args.recall_settings or "{}"))
+    except (ValueError, SettingsError) as exc:
+        parser.error(f"--recall-settings: {getattr(exc, 'errors', exc)}")
     data = json.loads(DATA.read_text(encoding="utf-8"))
     keys = load_store(data)
     runs = collect(data, keys)
@@ -213,6 +251,10 @@ def main() -> None:
     for run in runs:
         by_type[run["query"]["type"]].append(run)
     report["hybrid_by_type"] = {t: score(group, "hybrid", defaults, now) for t, group in sorted(by_type.items())}
+    recall_heuristic(runs, recall_settings, now)
+    report["recall_settings"] = recall_settings.to_dict()
+    report["with_floors"]["recall (heuristic)"] = score_recall(runs)
+    report["recall_by_type"] = {t: score_recall(group) for t, group in sorted(by_type.items())}
     if args.calibrate:
         settings, result = calibrate(runs, now)
         report["calibrated"] = {
@@ -240,11 +282,18 @@ def main() -> None:
         print(row(name, report["with_floors"][name]))
     for name in ("vector", "bm25", "hybrid"):
         print(row(f"{name} (no floors)", report["without_floors"][name]))
-    print("\nhybrid by query type (with floors)\n")
-    print(header.replace("retriever             ", "query type            "))
-    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
-    for name, result in report["hybrid_by_type"].items():
-        print(row(f"{name} ({result['queries']})", result))
+    print(row("recall (heuristic)", report["with_floors"]["recall (heuristic)"]))
+    within = report["with_floors"]["recall (heuristic)"]["within_limit"]
+    print(f"\nrecall (heuristic): {within} of {len(runs)} recalls within the limit (selected and block lines)")
+    if recall_settings != RecallSettings():
+        changed = {k: v for k, v in recall_settings.to_dict().items() if RecallSettings().to_dict()[k] != v}
+        print(f"recall settings: {json.dumps(changed)}")
+    for title, by in (("hybrid", "hybrid_by_type"), ("recall (heuristic)", "recall_by_type")):
+        print(f"\n{title} by query type (with floors)\n")
+        print(header.replace("retriever             ", "query type            "))
+        print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+        for name, result in report[by].items():
+            print(row(f"{name} ({result['queries']})", result))
     if args.calibrate:
         c = report["calibrated"]
         print(

@@ -5,7 +5,17 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.text import Truncator
 
-from memoryui.models import ApiToken, IndexCheck, IndexOutbox, Memory, MemoryEvent, PendingVector
+from memoryui.models import (
+    ApiToken,
+    IndexCheck,
+    IndexOutbox,
+    Memory,
+    MemoryEvent,
+    Message,
+    PendingVector,
+    TaskRun,
+    Transcript,
+)
 
 
 class MemoryEventInline(admin.TabularInline):
@@ -144,3 +154,33 @@ class IndexCheckAdmin(ReadOnlyAdmin):
 class PendingVectorAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "embedder", "content_hash", "created_at")
     exclude = ("vector",)
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    fields = ("index", "role", "content", "channel", "source", "tool_call_id")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Transcript)
+class TranscriptAdmin(admin.ModelAdmin):
+    """Transcripts as agents posted them: read here; messages are never edited (deleting one is allowed)."""
+
+    list_display = ("pk", "scope", "title", "updated_at", "extracted_at")
+    search_fields = ("title", "scope")
+    readonly_fields = ("scope", "title", "metadata", "created_at", "updated_at", "extracted_at")
+    inlines = [MessageInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(TaskRun)
+class TaskRunAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "kind", "status", "actor", "progress_done", "progress_total", "attempts")
+    list_filter = ("kind", "status")

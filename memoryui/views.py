@@ -19,7 +19,8 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import EmptyPage, Paginator
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.template import loader
@@ -29,10 +30,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
-from memoryui import rules
+from memoryui import extraction, rollup, rules
 from memoryui.api import error_body
+from memoryui.api_transcripts import transcript_detail as detail_of
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryFilterForm, MemoryForm, TokenForm
-from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent
+from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent, TaskRun, Transcript
+from memoryui.tasks import enqueue_extraction
 from recall.documents import IndexUnavailable
 from recall.fusion import LIMIT_MAX
 from recall.search import search
@@ -653,3 +656,83 @@ def server_error(request):
         )
         return _with_state(request, HttpResponse(body, status=500), "unavailable")
     return HttpResponse(loader.render_to_string("memoryui/error.html", context), status=500)
+
+
+# --- transcripts and tasks ---------------------------------------------------------------------
+
+TRANSCRIPT_PAGE_SIZE = 50
+
+
+@login_required_htmx
+@require_GET
+def transcript_list(request):
+    transcripts = Transcript.objects.annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
+    scope = request.GET.get("scope", "").strip()
+    if scope:
+        transcripts = transcripts.filter(scope=scope)
+    page = Paginator(transcripts, TRANSCRIPT_PAGE_SIZE).get_page(request.GET.get("page"))
+    return _render(request, "memoryui/transcript_list.html", {"page": page, "scope": scope, "scopes": _scope_choices()})
+
+
+@login_required_htmx
+@require_GET
+def transcript_detail(request, pk):
+    """A transcript's messages as the projection sees them, each with what extraction made of it;
+    `?dry_run=1` shows what an extraction would do now, against the current store."""
+    transcript = get_object_or_404(Transcript, pk=pk)
+    detail = detail_of(transcript)
+    dry_run = None
+    if request.GET.get("dry_run"):
+        report = extraction.extract(transcript, dry_run=True, actor=_actor(request))
+        dry_run = {"report": report, "by_message": {}}
+        for outcome in report.outcomes:
+            dry_run["by_message"].setdefault(outcome.message, []).append(outcome.to_dict())
+        for message in detail["messages"]:
+            message["dry_run"] = dry_run["by_message"].get(message["index"])
+    runs = TaskRun.objects.filter(kind="extract", params__transcript=str(transcript.pk))[:10]
+    summary = rollup.current_summary(transcript)
+    last_rollup = next((run.result.get("rollup") for run in runs if run.result.get("rollup")), None)
+    context = {
+        "transcript": transcript,
+        "detail": detail,
+        "dry_run": dry_run,
+        "runs": runs,
+        "summary": summary,
+        "rollup_reason": (last_rollup or {}).get("reason")
+        or ("" if settings.MEMORYUI_LLM_BASE_URL and settings.MEMORYUI_LLM_MODEL else "summaries need an LLM"),
+    }
+    return _render(request, "memoryui/transcript_detail.html", context)
+
+
+@login_required_htmx
+@require_POST
+def transcript_extract(request, pk):
+    """Queue the extraction (the dry run's Apply) and go to its task."""
+    transcript = get_object_or_404(Transcript, pk=pk)
+    with transaction.atomic():
+        run = enqueue_extraction(transcript, actor=_actor(request))
+    messages.success(request, "Extraction queued.")
+    return redirect(run)
+
+
+@login_required_htmx
+@require_GET
+def task_list(request):
+    runs = TaskRun.objects.all()
+    status = request.GET.get("status", "")
+    if status in TaskRun.Status.values:
+        runs = runs.filter(status=status)
+    page = Paginator(runs, TRANSCRIPT_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"page": page, "status": status, "statuses": TaskRun.Status.values}
+    if _wants_fragment(request):
+        return _render(request, "memoryui/partials/task_rows.html", context)
+    return _render(request, "memoryui/task_list.html", context)
+
+
+@login_required_htmx
+@require_GET
+def task_detail(request, pk):
+    run = get_object_or_404(TaskRun, pk=pk)
+    if _wants_fragment(request):
+        return _render(request, "memoryui/partials/task_progress.html", {"run": run})
+    return _render(request, "memoryui/task_detail.html", {"run": run})

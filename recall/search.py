@@ -211,8 +211,12 @@ def search(
     retriever: str = "hybrid",
     settings: RetrievalSettings | None = None,
     now: datetime | None = None,
+    extra_fields: tuple[str, ...] = (),
 ) -> SearchResult:
-    """Search active memories of `scopes` (None: every scope) with one or both retrievers."""
+    """Search active memories of `scopes` (None: every scope) with one or both retrievers.
+
+    `extra_fields` are loaded with the rows besides RESULT_FIELDS (recall reads `metadata`).
+    """
     if retriever not in RETRIEVERS:
         raise SearchError("retriever", f"unknown retriever {retriever!r}; use one of {', '.join(RETRIEVERS)}")
     settings = settings or RetrievalSettings()
@@ -254,7 +258,7 @@ def search(
 
     with _timed(result.timings_ms, "load_rows"):
         ids = {hit.id for hit in vector_hits} | {hit.id for hit in bm25_hits}
-        rows = Memory.objects.active().filter(pk__in=ids).only(*RESULT_FIELDS)
+        rows = Memory.objects.active().filter(pk__in=ids).only(*RESULT_FIELDS, *extra_fields)
         if scopes is not None:
             rows = rows.filter(scope__in=scopes)
         memories = {str(memory.pk): memory for memory in rows}

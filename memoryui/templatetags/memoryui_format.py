@@ -53,3 +53,9 @@ def percent(value: float | None) -> str:
 def signed5(value: float | None) -> str:
     """A rerank adjustment with its sign: `+0.00016`."""
     return "" if value is None else f"{value:+.5f}"
+
+
+@register.filter
+def get_item(mapping, key):
+    """mapping[key] in a template (None when missing)."""
+    return mapping.get(key) if hasattr(mapping, "get") else None

@@ -5,11 +5,13 @@
         server.mode = "http_500"          # every later request fails this way
         server.script = ["stall", "good"] # or: the next requests, one mode each
 
-Modes (for every route): `good`, `http_500`, `stall` (wait `stall_seconds` before
-answering, longer than any client timeout in the tests), `invalid_json`.
+Modes (for every route): `good`, `http_500`, `slow_http_500` (the same after
+`slow_seconds`: a slow failure), `stall` (wait `stall_seconds` before answering, longer
+than any client timeout in the tests), `invalid_json`.
 Routes: `POST /v1/embeddings` (deterministic vectors from a hash of each text, see
-`fake_embedding`). A new route is one `_route_<name>` method plus an entry in `ROUTES`
-(e.g. `/v1/chat/completions` returning scripted `chat_replies`).
+`fake_embedding`); `POST /v1/chat/completions`, whose assistant message is the next of
+`chat_replies` (a string, or a callable given the request body and returning one), else
+`chat_reply`. A new route is one `_route_<name>` method plus an entry in `ROUTES`.
 
 The server runs on 127.0.0.1, port 0, in a daemon thread; leaving the `with` block wakes
 any stalled handler and shuts the server down, so a test can never hang on it.
@@ -25,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
-MODES = ("good", "http_500", "stall", "invalid_json")
+MODES = ("good", "http_500", "slow_http_500", "stall", "invalid_json")
 
 
 def fake_embedding(text: str, dim: int) -> np.ndarray:
@@ -42,13 +44,16 @@ def fake_embedding(text: str, dim: int) -> np.ndarray:
 class FakeOpenAIServer:
     """Context manager: an OpenAI-compatible server with scripted behaviours."""
 
-    ROUTES = {"/v1/embeddings": "_route_embeddings"}
+    ROUTES = {"/v1/embeddings": "_route_embeddings", "/v1/chat/completions": "_route_chat"}
 
-    def __init__(self, *, dim: int = 8, mode: str = "good", stall_seconds: float = 5.0):
+    def __init__(self, *, dim: int = 8, mode: str = "good", stall_seconds: float = 5.0, slow_seconds: float = 0.5):
         self.dim = dim
         self.mode = mode
         self.script: list[str] = []  # modes for the next requests, consumed first
         self.stall_seconds = stall_seconds
+        self.slow_seconds = slow_seconds
+        self.chat_replies: list = []  # the next chat answers (str, or callable(body) -> str), consumed first
+        self.chat_reply: str = '{"selected": []}'
         self.requests: list[dict] = []  # {"path", "headers" (lower-case names), "body"} of every request
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -65,6 +70,9 @@ class FakeOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes on a kept-alive connection: without this,
+            # Nagle's algorithm and delayed ACKs hold the body back ~40 ms per answer.
+            disable_nagle_algorithm = True
 
             def do_POST(self):
                 server._handle(self)
@@ -113,7 +121,9 @@ class FakeOpenAIServer:
         # A stall answers normally after stall_seconds, unless the test ends first.
         if mode == "stall" and self._stop.wait(self.stall_seconds):
             return  # the test is over: drop the connection without answering
-        if mode == "http_500":
+        if mode == "slow_http_500" and self._stop.wait(self.slow_seconds):
+            return
+        if mode in ("http_500", "slow_http_500"):
             return self._send(handler, 500, {"error": {"message": "fake upstream failure", "type": "server_error"}})
         if mode == "invalid_json":
             return self._send_raw(handler, 200, b'{"object": "list", "data": [')
@@ -134,6 +144,19 @@ class FakeOpenAIServer:
             "data": data,
             "model": body.get("model", "fake"),
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    def _route_chat(self, body: dict) -> dict:
+        with self._lock:
+            reply = self.chat_replies.pop(0) if self.chat_replies else self.chat_reply
+        content = reply(body) if callable(reply) else reply
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
 
     # --- responses ---------------------------------------------------------------------

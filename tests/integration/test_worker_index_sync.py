@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,28 @@ def _manage(env: dict, *args: str) -> str:
     return done.stdout
 
 
+@contextmanager
+def running_worker(env: dict, concurrency: int = 1):
+    """A `celery worker` process on the test's data dir and broker, stopped however the test ends."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "memoryui", "worker", "--concurrency", str(concurrency)]
+        + ["--loglevel", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield worker
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
 def _pending(data_dir: Path) -> int:
     with sqlite3.connect(data_dir / "memoryui.sqlite3") as db:
         return db.execute("SELECT COUNT(*) FROM memoryui_indexoutbox").fetchone()[0]
@@ -60,15 +83,7 @@ def _wait_until_synced(data_dir: Path, worker: subprocess.Popen, timeout: float 
 def test_a_worker_indexes_new_memories_and_drops_tombstoned_ones(tmp_path, broker):
     env = _environment(tmp_path, broker)
     _manage(env, "migrate", "-v0")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memoryui", "worker", "--concurrency", "1", "--loglevel", "WARNING"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with running_worker(env) as worker:
         lines = [
             {"scope": "agent:main", "kind": "fact", "text": "Runs 1000 RTX 4070s in an IDC."},
             {
@@ -99,9 +114,3 @@ def test_a_worker_indexes_new_memories_and_drops_tombstoned_ones(tmp_path, broke
         _wait_until_synced(tmp_path, worker)
         report = json.loads(_manage(env, "reindex", "--verify", "--json"))
         assert [(d["ok"], d["entries"]) for d in report["indexes"]] == [(True, 2), (True, 2)]
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from memoryui.models import ApiToken, Memory, MemoryEvent
+from memoryui.ingestion import ingest
+from memoryui.models import ApiToken, Memory, MemoryEvent, TaskRun, Transcript
 
 pytestmark = pytest.mark.django_db
 
@@ -14,7 +15,7 @@ SCRIPT = "<script>alert('x')</script>"
 
 def test_every_model_has_a_back_office_page(alice_client, make_memory, agent_token):
     memory = make_memory()
-    for model in (Memory, MemoryEvent, ApiToken):
+    for model in (Memory, MemoryEvent, ApiToken, Transcript, TaskRun):
         url = reverse(f"admin:memoryui_{model._meta.model_name}_changelist")
         assert alice_client.get(url).status_code == 200
     assert alice_client.get(reverse("admin:memoryui_memory_change", args=[memory.pk])).status_code == 200
@@ -59,3 +60,12 @@ def test_back_office_is_closed_to_anonymous_users(client):
     response = client.get(reverse("admin:memoryui_memory_changelist"))
     assert response.status_code == 302
     assert "/login/" in response["Location"]
+
+
+def test_a_transcript_shows_its_messages_escaped_and_tasks_are_read_only(alice_client):
+    transcript = ingest({"scope": "main", "messages": [{"role": "user", "content": f"{SCRIPT} 我叫东升"}]}).transcript
+    page = alice_client.get(reverse("admin:memoryui_transcript_change", args=[transcript.pk])).content.decode()
+    assert "&lt;script&gt;" in page and SCRIPT not in page
+    run = TaskRun.objects.create(kind="extract", actor="test")
+    assert alice_client.get(reverse("admin:memoryui_taskrun_change", args=[run.pk])).status_code == 200
+    assert alice_client.get(reverse("admin:memoryui_taskrun_add")).status_code == 403

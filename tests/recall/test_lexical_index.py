@@ -9,6 +9,7 @@ import threading
 import pytest
 from whoosh import index as whoosh_index
 
+from recall import lexical
 from recall.documents import IndexedMemory, IndexUnavailable
 from recall.lexical import LexicalIndex
 
@@ -307,3 +308,45 @@ def test_optimize_merges_the_segments_and_keeps_every_entry(index):
     assert len(index._index()._segments()) == 1
     assert index.entries() == before
     assert ids(index.search("deploy window", scopes=None, k=10)) != []
+
+
+@pytest.fixture
+def common_from_three(monkeypatch):
+    """Terms held by 3 or more memories count as common (in production: 5% and 2000 memories)."""
+    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_DOCS", 3)
+    monkeypatch.setattr(lexical, "COMMON_TERM_SHARE", 0.0)
+
+
+def test_common_terms_score_only_where_a_rarer_term_matched(index, common_from_three):
+    index.upsert(
+        [memory(f"deploy-{n}", f"deploy notes {n}") for n in range(4)]
+        + [memory("window", "deploy window is friday"), memory("other", "the window cleaner comes friday")]
+    )
+    hits = index.search("deploy window", scopes=None, k=10)
+    # "deploy" is held by five memories: it no longer selects on its own, so the four memories
+    # that hold only "deploy" are not candidates; where "window" matched, "deploy" still scores.
+    assert ids(hits) == ["window", "other"]
+    assert hits[0].score > hits[1].score
+    assert hits[0].coverage == pytest.approx(1.0)
+    assert hits[1].coverage < 1.0
+
+
+def test_a_query_of_common_terms_only_still_finds_them(index, common_from_three):
+    index.upsert([memory(f"deploy-{n}", f"deploy notes {n}") for n in range(4)] + [memory("x", "unrelated")])
+    assert sorted(ids(index.search("deploy notes", scopes=None, k=10))) == [f"deploy-{n}" for n in range(4)]
+
+
+def test_a_query_of_common_terms_is_selected_by_its_rarest_one(index, common_from_three):
+    index.upsert(
+        [memory(f"deploy-{n}", f"deploy notes {n}") for n in range(4)]
+        + [memory(f"notes-{n}", f"meeting notes {n}") for n in range(3)]
+    )
+    # "notes" is in 7 memories, "deploy" in 4: both common; "deploy" selects, "notes" adds its score.
+    found = ids(index.search("deploy notes quantum", scopes=None, k=10))
+    assert sorted(found) == [f"deploy-{n}" for n in range(4)]
+
+
+def test_small_stores_have_no_common_terms(index):
+    index.upsert([memory(f"deploy-{n}", f"deploy notes {n}") for n in range(4)] + [memory("w", "window")])
+    found = sorted(ids(index.search("deploy window", scopes=None, k=10)))
+    assert found == ["deploy-0", "deploy-1", "deploy-2", "deploy-3", "w"]

@@ -1,0 +1,278 @@
+"""REST endpoints for transcripts, their extraction, and background tasks (`/api/transcripts/`, `/api/tasks/`)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Count
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memoryui import extraction
+from memoryui.api import ApiError, actor_for, errors, visible_scopes
+from memoryui.ingestion import TranscriptError, ingest
+from memoryui.models import ConflictError, TaskRun, Transcript
+from memoryui.tasks import enqueue_extraction
+
+
+class TranscriptSummarySerializer(serializers.ModelSerializer):
+    messages = serializers.IntegerField(source="message_count", read_only=True)
+
+    class Meta:
+        model = Transcript
+        fields = ["id", "scope", "title", "created_at", "updated_at", "extracted_at", "messages"]
+
+
+class IngestReportSerializer(serializers.Serializer):
+    transcript_id = serializers.UUIDField()
+    scope = serializers.CharField()
+    created = serializers.BooleanField(help_text="false: the transcript existed; only new messages were added")
+    messages = serializers.IntegerField(help_text="messages the transcript holds now")
+    added = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+
+
+class TaskRunSerializer(serializers.ModelSerializer):
+    percent = serializers.IntegerField(read_only=True)
+    duration_ms = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TaskRun
+        fields = [
+            "id", "kind", "params", "actor", "status", "progress_done", "progress_total", "percent", "counts",
+            "result", "error", "attempts", "created_at", "started_at", "finished_at", "duration_ms",
+        ]  # fmt: skip
+
+    def get_duration_ms(self, run: TaskRun) -> float | None:
+        return round(run.duration.total_seconds() * 1000, 1) if run.duration is not None else None
+
+
+class ToolCallSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = serializers.JSONField(help_text="JSON text or an object")
+
+
+class MessageInSerializer(serializers.Serializer):
+    """Documents one message of the transcript JSON (validation is memoryui.ingestion's)."""
+
+    role = serializers.ChoiceField(choices=["user", "assistant", "tool", "system"])
+    content = serializers.CharField(allow_blank=True)
+    tool_calls = ToolCallSerializer(many=True, required=False)
+    tool_call_id = serializers.CharField(required=False, help_text="on tool results")
+    channel = serializers.CharField(required=False, help_text="chat, heartbeat, cron, system, …")
+    source = serializers.ChoiceField(choices=["user", "internal", "banner", "repair", "compaction"], required=False)
+    created_at = serializers.DateTimeField(required=False)
+
+
+class TranscriptInSerializer(serializers.Serializer):
+    id = serializers.UUIDField(required=False, help_text="give it to post the same transcript again")
+    scope = serializers.CharField()
+    title = serializers.CharField(required=False)
+    metadata = serializers.DictField(required=False)
+    messages = MessageInSerializer(many=True)
+
+
+class MessageOutSerializer(MessageInSerializer):
+    index = serializers.IntegerField()
+    round = serializers.IntegerField(allow_null=True)
+    round_state = serializers.ChoiceField(choices=["complete", "in_flight", "open"], allow_null=True)
+    in_focus = serializers.BooleanField()
+    trimmed = serializers.BooleanField(help_text="a dangling tool call the projection leaves out")
+    extraction = serializers.ListField(
+        child=serializers.DictField(), allow_null=True, help_text="what the last extraction made of it"
+    )
+
+
+class TranscriptDetailSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    scope = serializers.CharField()
+    title = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    extracted_at = serializers.DateTimeField(allow_null=True)
+    projection = serializers.DictField(help_text="notes, rounds, in_flight and focus round numbers, trimmed indexes")
+    messages = MessageOutSerializer(many=True)
+
+
+class ExtractionReportSerializer(serializers.Serializer):
+    transcript_id = serializers.UUIDField()
+    dry_run = serializers.BooleanField()
+    added = serializers.ListField(child=serializers.DictField(), help_text="{id, kind, tier, text, message}")
+    merged = serializers.ListField(child=serializers.DictField(), help_text="{id, into, text, layer, similarity}")
+    skipped = serializers.ListField(child=serializers.DictField(), help_text="{text, reason, message}")
+    counts = serializers.DictField(child=serializers.IntegerField())
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class ExtractRequestSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField(default=False, help_text="true: the decisions, written nowhere")
+    l1 = serializers.ChoiceField(
+        choices=extraction.L1_MODES,
+        default="auto",
+        help_text="the LLM extractor: auto (the turns L0 found nothing in), always, off",
+    )
+
+
+def _transcripts(request):
+    transcripts = Transcript.objects.all()
+    scopes = visible_scopes(request)
+    return transcripts if scopes is None else transcripts.filter(scope__in=scopes)
+
+
+def _transcript(request, pk) -> Transcript:
+    transcript = _transcripts(request).filter(pk=pk).first()
+    if transcript is None:
+        raise exceptions.NotFound("No transcript with this id in your scopes.")
+    return transcript
+
+
+def transcript_detail(transcript: Transcript) -> dict:
+    """A transcript with every message, its projection, and what extraction made of each message."""
+    stored = list(transcript.messages.all())
+    projection = extraction.projection_of(transcript)
+    trimmed = {msg.index for msg in projection.trimmed}
+    rounds = {}
+    for round_ in projection.rounds:
+        for msg in round_.messages:
+            rounds[msg.index] = round_
+    messages = []
+    for message in stored:
+        round_ = rounds.get(message.index)
+        messages.append(
+            {
+                "index": message.index,
+                **message.as_dict(),
+                "round": round_.number if round_ else None,
+                "round_state": round_.state if round_ else None,
+                "in_focus": bool(round_ and round_.in_focus),
+                "trimmed": message.index in trimmed,
+                "extraction": message.extraction.get("outcomes") if message.extraction else None,
+            }
+        )
+    return {
+        "id": str(transcript.pk),
+        "scope": transcript.scope,
+        "title": transcript.title,
+        "created_at": transcript.created_at,
+        "updated_at": transcript.updated_at,
+        "extracted_at": transcript.extracted_at,
+        "projection": {
+            "notes": projection.notes,
+            "rounds": len(projection.rounds),
+            "in_flight": [r.number for r in projection.rounds if r.state == "in_flight"],
+            "focus_rounds": [r.number for r in projection.rounds if r.in_focus],
+            "trimmed": sorted(trimmed),
+        },
+        "messages": messages,
+    }
+
+
+class TranscriptListView(APIView):
+    @extend_schema(
+        summary="Transcripts in your scopes, newest first",
+        parameters=[OpenApiParameter("scope", str, description="Only this scope.")],
+        responses={200: TranscriptSummarySerializer(many=True), **errors(401)},
+    )
+    def get(self, request):
+        transcripts = _transcripts(request).annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
+        if scope := request.query_params.get("scope"):
+            transcripts = transcripts.filter(scope=scope)
+        return Response(TranscriptSummarySerializer(transcripts[:200], many=True).data)
+
+    @extend_schema(
+        summary="Post a transcript (or new messages of one)",
+        description=(
+            "The DESIGN.md transcript JSON `{id?, scope, title?, metadata?, messages: [...]}`. Idempotent by "
+            "transcript id and message index: posting it again stores only the messages it did not have. A "
+            "malformed message is a 400 naming `messages[i].field`, and nothing is stored; a stored message that "
+            "differs is a 409. Add `?extract=true` to queue its extraction."
+        ),
+        request=TranscriptInSerializer,
+        parameters=[OpenApiParameter("extract", bool, description="queue an extraction task after storing")],
+        responses={201: IngestReportSerializer, 200: IngestReportSerializer, **errors(400, 401, 403, 409)},
+    )
+    def post(self, request):
+        allowed = visible_scopes(request)
+        try:
+            with transaction.atomic():
+                report = ingest(request.data, allowed_scopes=allowed)
+                body = report.to_dict()
+                if request.query_params.get("extract") in ("1", "true", "yes"):
+                    body["task_id"] = str(enqueue_extraction(report.transcript, actor=actor_for(request)).pk)
+        except TranscriptError as exc:
+            if allowed is not None and list(exc.errors) == ["scope"] and "outside this token" in exc.errors["scope"][0]:
+                raise ApiError(403, "This token may not write to that scope.", exc.errors) from None
+            raise exceptions.ValidationError(exc.errors) from None
+        except ConflictError as exc:
+            raise ApiError(409, str(exc)) from None
+        return Response(body, status=status.HTTP_201_CREATED if report.created else status.HTTP_200_OK)
+
+
+class TranscriptDetailView(APIView):
+    @extend_schema(
+        summary="A transcript with its projection and what extraction made of each message",
+        responses={200: TranscriptDetailSerializer, **errors(401, 404)},
+    )
+    def get(self, request, pk):
+        return Response(transcript_detail(_transcript(request, pk)))
+
+
+class TranscriptExtractView(APIView):
+    @extend_schema(
+        summary="Extract memories from a transcript",
+        description=(
+            "`dry_run: true` answers at once with the decisions (added as which kind and tier, merged into which "
+            "memory, skipped and why) and writes nothing. Otherwise the extraction is queued as a task: 202 with "
+            "the task, whose progress `/api/tasks/<id>/` shows."
+        ),
+        request=ExtractRequestSerializer,
+        responses={200: ExtractionReportSerializer, 202: TaskRunSerializer, **errors(400, 401, 404, 503)},
+    )
+    def post(self, request, pk):
+        transcript = _transcript(request, pk)
+        body = ExtractRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        l1 = body.validated_data["l1"]
+        if body.validated_data["dry_run"]:
+            return Response(extraction.extract(transcript, dry_run=True, actor=actor_for(request), l1=l1).to_dict())
+        with transaction.atomic():
+            run = enqueue_extraction(transcript, actor=actor_for(request), l1=l1)
+        return Response(TaskRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _tasks(request):
+    runs = TaskRun.objects.all()
+    scopes = visible_scopes(request)
+    return runs if scopes is None else runs.filter(params__scope__in=scopes)
+
+
+@extend_schema(
+    summary="Background tasks, newest first",
+    parameters=[
+        OpenApiParameter("kind", str, description="e.g. extract"),
+        OpenApiParameter("status", str, description="queued, running, succeeded or failed"),
+    ],
+    responses={200: TaskRunSerializer(many=True), **errors(401)},
+)
+class TaskListView(generics.ListAPIView):
+    serializer_class = TaskRunSerializer
+
+    def get_queryset(self):
+        runs = _tasks(self.request)
+        params = self.request.query_params
+        if kind := params.get("kind"):
+            runs = runs.filter(kind=kind)
+        if (wanted := params.get("status")) in TaskRun.Status.values:
+            runs = runs.filter(status=wanted)
+        return runs
+
+
+class TaskDetailView(APIView):
+    @extend_schema(summary="One background task", responses={200: TaskRunSerializer, **errors(401, 404)})
+    def get(self, request, pk):
+        run = _tasks(request).filter(pk=pk).first()
+        if run is None:
+            raise exceptions.NotFound("No task with this id in your scopes.")
+        return Response(TaskRunSerializer(run).data)

@@ -1,0 +1,241 @@
+"""Extraction: what a transcript's user messages teach the store (DESIGN.md "Write path").
+
+Every message of the transcript's projection (memoryui.transcripts) goes through, in order:
+
+    round       a message of an in-flight round is never extracted from
+    source      only the user's own words: not assistant/tool/system messages, not the
+                heartbeat/cron/system channels, not internal/banner/repair/compaction sources
+    fingerprint a leaked internal prompt (multi-agent tests, banners, repair prompts)
+    salience    greetings, nudges, complaints, questions, one-off requests are not knowledge
+    L0          deterministic extraction of typed facts (memoryui.extraction_rules)
+    L1          with an LLM configured, the model reads the turns L0 found nothing in (`l1="auto"`)
+                or every salient turn (`l1="always"`, on demand) (memoryui.extraction_l1)
+    tool guard  no tool schemas, call formats or failed-call transcripts
+    write       the write path: classification, tier, importance, dedup layers 1-3
+
+and each user message records what became of it: added as which kind and tier (and why),
+merged into which memory (by which dedup layer, at what similarity), or skipped and why. A dry
+run takes the same decisions against the current store and writes nothing.
+
+Extraction is idempotent per run: a message records the run that processed it in the same
+transaction as its memories, so a run retried after its worker died skips what it had done.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memoryui import extraction_l1
+from memoryui import extraction_rules as rules_l0
+from memoryui.models import Memory, Message, Transcript, WriteOutcome
+from memoryui.transcripts import Msg, Projection, project
+
+ACTIONS = ("added", "merged", "skipped")
+L1_MODES = ("auto", "always", "off")
+
+
+@dataclass
+class Outcome:
+    """What became of one message, or of one fact found in it."""
+
+    message: int  # the message's index in the transcript
+    action: str  # added | merged | skipped
+    reason: str  # why: the rule that found it, or why it was skipped
+    text: str = ""  # the memory text (added, merged) or the message's start (skipped)
+    kind: str = ""
+    tier: str = ""
+    entity_key: str | None = None
+    memory_id: str | None = None  # added: the new memory; merged: the memory it merged into
+    layer: str | None = None  # merged: the dedup layer
+    similarity: float | None = None  # merged by layer 3
+
+    def to_dict(self) -> dict:
+        return {key: value for key, value in asdict(self).items() if value not in (None, "")}
+
+
+@dataclass
+class ExtractionReport:
+    transcript: str
+    dry_run: bool
+    outcomes: list[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counted = Counter(outcome.action for outcome in self.outcomes)
+        return {action: counted.get(action, 0) for action in ACTIONS}
+
+    def to_dict(self) -> dict:
+        """The `extract --json` contract: added, merged, skipped (and the rest for the UI)."""
+        return {
+            "transcript_id": self.transcript,
+            "dry_run": self.dry_run,
+            "added": [
+                {"id": o.memory_id, "kind": o.kind, "tier": o.tier, "text": o.text, "message": o.message}
+                for o in self.outcomes
+                if o.action == "added"
+            ],
+            "merged": [
+                {"id": o.memory_id, "into": o.memory_id, "text": o.text, "layer": o.layer, "similarity": o.similarity}
+                for o in self.outcomes
+                if o.action == "merged"
+            ],
+            "skipped": [
+                {"text": o.text, "reason": o.reason, "message": o.message}
+                for o in self.outcomes
+                if o.action == "skipped"
+            ],
+            "counts": self.counts,
+            "notes": self.notes,
+        }
+
+
+def messages_of(transcript: Transcript) -> list[Msg]:
+    return [Msg.from_dict(m.index, m.as_dict()) for m in transcript.messages.all()]
+
+
+def projection_of(transcript: Transcript) -> Projection:
+    """The transcript as every consumer sees it, with the configured focus window."""
+    return project(
+        messages_of(transcript),
+        focus_rounds=settings.MEMORYUI_FOCUS_ROUNDS,
+        focus_tokens=settings.MEMORYUI_FOCUS_TOKENS,
+    )
+
+
+def extract(
+    transcript: Transcript,
+    *,
+    dry_run: bool = False,
+    actor: str = "extractor",
+    run_id: str | None = None,
+    progress: Callable[[int, dict], None] | None = None,
+    fingerprints: list[str] | None = None,
+    l1: str = "auto",
+) -> ExtractionReport:
+    """Run the write path over the transcript's projection; with `dry_run`, only say what it would do."""
+    if l1 not in L1_MODES:
+        raise ValueError(f"l1 must be one of {', '.join(L1_MODES)}")
+    fingerprints = fingerprints if fingerprints is not None else settings.MEMORYUI_INTERNAL_FINGERPRINTS
+    l1_endpoint = extraction_l1.endpoint() if l1 != "off" else None
+    projection = projection_of(transcript)
+    report = ExtractionReport(transcript=str(transcript.pk), dry_run=dry_run, notes=list(projection.notes))
+    stored = {m.index: m for m in transcript.messages.all()}
+    user_messages = [msg for msg in projection.messages if msg.role == "user"]
+    for done, msg in enumerate(user_messages, 1):
+        row = stored[msg.index]
+        if not dry_run and run_id and row.extraction.get("run") == run_id:
+            # Done by this run before its worker died: keep what it recorded.
+            report.outcomes += [Outcome(**outcome) for outcome in row.extraction.get("outcomes", [])]
+        else:
+            round_ = projection.round_of(msg.index)
+            outcomes = _decide(
+                transcript, msg, round_, fingerprints, dry_run=dry_run, actor=actor, row=row, run_id=run_id,
+                l1=(l1, l1_endpoint), context=_previous_assistant(projection.messages, msg),
+            )  # fmt: skip
+            report.outcomes += outcomes
+        if progress:
+            progress(done, report.counts)
+    if not dry_run:
+        Transcript.objects.filter(pk=transcript.pk).update(extracted_at=timezone.now())
+    return report
+
+
+def _previous_assistant(messages: list[Msg], msg: Msg) -> str:
+    before = [m for m in messages if m.index < msg.index and m.role == "assistant" and m.content.strip()]
+    return before[-1].content if before else ""
+
+
+def _decide(
+    transcript, msg: Msg, round_, fingerprints, *, dry_run, actor, row: Message, run_id, l1, context
+) -> list[Outcome]:
+    """The outcomes of one user message; written (with the message's record) in one transaction."""
+    excerpt = _excerpt(msg.content)
+    reason = None
+    if round_ is not None and round_.state == "in_flight":
+        reason = "in-flight round: never extracted until the round completes"
+    reason = reason or rules_l0.source_filter(msg.role, msg.channel, msg.source)
+    if reason is None and (fingerprint := rules_l0.internal_fingerprint(msg.content, fingerprints)):
+        reason = f"internal prompt (fingerprint '{fingerprint}')"
+    if reason is None and (why := rules_l0.salience(msg.content)):
+        reason = f"not knowledge: {why}"
+    facts = [] if reason else rules_l0.l0_extract(msg.content)
+    mode, endpoint = l1
+    if reason is None and mode != "off" and (mode == "always" or not facts):
+        if endpoint is None:
+            if not facts:
+                reason = "no durable fact found (L0; no LLM configured for L1)"
+        else:
+            try:
+                facts += extraction_l1.l1_extract(msg.content, endpoint, context=context)
+            except extraction_l1.L1Failed as exc:
+                if not facts:
+                    reason = f"L1 answer rejected: {exc}"
+    if reason is None and not facts:
+        reason = (
+            "no durable fact found (L0, L1)" if endpoint is not None and mode != "off" else "no durable fact found (L0)"
+        )
+    if reason:
+        outcomes = [Outcome(message=msg.index, action="skipped", reason=reason, text=excerpt)]
+        if not dry_run:
+            _record(row, outcomes, run_id)
+        return outcomes
+    with transaction.atomic():
+        outcomes = [_write(transcript, msg, fact, dry_run=dry_run, actor=actor) for fact in facts]
+        if not dry_run:
+            _record(row, outcomes, run_id)
+    return outcomes
+
+
+def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str) -> Outcome:
+    guard = rules_l0.tool_guard(fact.text)
+    if guard:
+        return Outcome(message=msg.index, action="skipped", reason=f"tool guard: {guard}", text=fact.text)
+    fields = {
+        "scope": transcript.scope,
+        "kind": fact.kind,
+        "text": fact.text,
+        "confidence": fact.confidence,
+        "entity_key": fact.entity_key,
+        "source": "remember"
+        if fact.explicit
+        else ("extractor:l1" if fact.rule == extraction_l1.RULE else "extractor:l0"),
+        "metadata": {"origin": {"transcript": str(transcript.pk), "message": msg.index}, "rule": fact.rule},
+    }
+    if dry_run:
+        written: WriteOutcome = Memory.objects.preview_write(**fields)
+    else:
+        written = Memory.objects.write_outcome(actor=actor, **fields)
+    memory, merged = written.memory, not written.created
+    return Outcome(
+        message=msg.index,
+        action="merged" if merged else "added",
+        reason=fact.rule,
+        text=fact.text if merged else memory.text,
+        kind=memory.kind,
+        tier=memory.tier,
+        entity_key=memory.entity_key,
+        memory_id=None if dry_run and not merged else str(memory.pk),  # a dry run's new memory has no id
+        layer=written.layer,
+        similarity=round(written.similarity, 4) if written.similarity is not None else None,
+    )
+
+
+def _record(row: Message, outcomes: list[Outcome], run_id: str | None) -> None:
+    row.extraction = {
+        "run": run_id,
+        "at": timezone.now().isoformat(),
+        "outcomes": [asdict(outcome) for outcome in outcomes],
+    }
+    row.save(update_fields=["extraction"])
+
+
+def _excerpt(text: str, length: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= length else text[: length - 1] + "…"

@@ -1,0 +1,238 @@
+"""Transcript ingestion: validate the transcript JSON (DESIGN.md "File formats") and store it.
+
+A transcript is stored whole or not at all: every malformed message is reported with its index
+and the reason, and nothing is written. Ingestion is idempotent by transcript id + message
+index: posting a transcript again stores only the messages it did not have; a stored message
+is never changed (a different message at a stored index is a conflict, reported, not applied).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from memoryui import rules
+from memoryui.models import ConflictError, Message, Transcript
+
+ROLES = tuple(Message.Role.values)
+SOURCES = ("user", "internal", "banner", "repair", "compaction")
+MAX_MESSAGES = 5000
+MAX_CONTENT_CHARS = 200_000
+MAX_TITLE_CHARS = 200
+_TOP_LEVEL = {"id", "scope", "title", "metadata", "messages"}
+_MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "channel", "source", "created_at"}
+
+
+class TranscriptError(ValueError):
+    """A transcript that cannot be stored; `errors` maps a field ("messages[3].role") to its reasons."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{name}: {', '.join(reasons)}" for name, reasons in errors.items()))
+
+
+@dataclass
+class IngestReport:
+    transcript: Transcript
+    created: bool
+    added: int
+    unchanged: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def messages(self) -> int:
+        return self.added + self.unchanged
+
+    def to_dict(self) -> dict:
+        return {
+            "transcript_id": str(self.transcript.pk),
+            "scope": self.transcript.scope,
+            "created": self.created,
+            "messages": self.messages,
+            "added": self.added,
+            "unchanged": self.unchanged,
+        }
+
+
+def clean_transcript(data) -> dict:
+    """The transcript's fields and messages, validated and normalized; TranscriptError naming each problem."""
+    errors: dict[str, list[str]] = {}
+
+    def problem(name: str, reason: str) -> None:
+        errors.setdefault(name, []).append(reason)
+
+    if not isinstance(data, dict):
+        raise TranscriptError({"transcript": [f"must be a JSON object, got {type(data).__name__}"]})
+    for key in sorted(set(data) - _TOP_LEVEL):
+        problem(str(key), f"is not a transcript field; use {', '.join(sorted(_TOP_LEVEL))}")
+    clean: dict = {}
+    if data.get("id") not in (None, ""):
+        try:
+            clean["id"] = uuid.UUID(str(data["id"]))
+        except ValueError:
+            problem("id", f"must be a UUID, got {str(data['id'])[:60]!r}")
+    try:
+        clean["scope"] = rules.normalize_scope(data.get("scope") or "")
+    except rules.ScopeError as exc:
+        problem("scope", str(exc))
+    title = data.get("title", "")
+    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
+        problem("title", f"must be a string of at most {MAX_TITLE_CHARS} characters")
+    clean["title"] = title if isinstance(title, str) else ""
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, dict):
+        problem("metadata", "must be a JSON object")
+    clean["metadata"] = metadata if isinstance(metadata, dict) else {}
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        problem("messages", "must be a non-empty list of messages")
+        messages = []
+    elif len(messages) > MAX_MESSAGES:
+        problem("messages", f"holds {len(messages)} messages; at most {MAX_MESSAGES} a transcript")
+        messages = []
+    clean["messages"] = []
+    for index, message in enumerate(messages):
+        cleaned = _clean_message(message, f"messages[{index}]", problem)
+        if cleaned is not None:
+            clean["messages"].append(cleaned)
+    if errors:
+        raise TranscriptError(errors)
+    return clean
+
+
+def _clean_message(message, where: str, problem) -> dict | None:
+    if not isinstance(message, dict):
+        problem(where, f"must be an object, got {type(message).__name__}")
+        return None
+    for key in sorted(set(message) - _MESSAGE_KEYS):
+        problem(f"{where}.{key}", f"is not a message field; use {', '.join(sorted(_MESSAGE_KEYS))}")
+    role = message.get("role")
+    if role not in ROLES:
+        problem(f"{where}.role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    content = message.get("content", "")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        problem(f"{where}.content", f"must be a string, got {type(content).__name__}")
+        content = ""
+    elif len(content) > MAX_CONTENT_CHARS:
+        problem(f"{where}.content", f"is {len(content)} characters; at most {MAX_CONTENT_CHARS}")
+    tool_calls = _clean_tool_calls(message.get("tool_calls", []), f"{where}.tool_calls", problem)
+    if tool_calls and role != "assistant":
+        problem(f"{where}.tool_calls", "only assistant messages make tool calls")
+    if role == "assistant" and not content.strip() and not tool_calls:
+        problem(f"{where}.content", "an assistant message needs content or tool calls")
+    if role == "user" and not content.strip():
+        problem(f"{where}.content", "a user message needs content")
+    strings = {}
+    for name, limit in (("tool_call_id", 200), ("channel", 40), ("source", 40)):
+        value = message.get(name) or ""
+        if not isinstance(value, str) or len(value) > limit:
+            problem(f"{where}.{name}", f"must be a string of at most {limit} characters")
+            value = ""
+        strings[name] = value.strip()
+    if strings["tool_call_id"] and role != "tool":
+        problem(f"{where}.tool_call_id", "only tool results answer a tool call")
+    if strings["source"] and strings["source"] not in SOURCES:
+        problem(f"{where}.source", f"must be one of {', '.join(SOURCES)}, got {strings['source']!r}")
+    created_at = None
+    if message.get("created_at") not in (None, ""):
+        try:
+            created_at = rules.parse_datetime_value(message["created_at"])
+        except (TypeError, ValueError) as exc:
+            problem(f"{where}.created_at", str(exc))
+    return {
+        "role": role,
+        "content": content,
+        "tool_calls": tool_calls,
+        **strings,
+        "channel": strings["channel"].lower(),
+        "created_at": created_at,
+    }
+
+
+def _clean_tool_calls(value, where: str, problem) -> list[dict]:
+    if value in (None, ""):
+        return []
+    if not isinstance(value, list):
+        problem(where, "must be a list of {id, name, arguments}")
+        return []
+    calls = []
+    for n, call in enumerate(value):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"].strip():
+            problem(f"{where}[{n}]", "must be an object with a name (and an id, arguments)")
+            continue
+        arguments = call.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        call_id = call.get("id") or f"call_{n}"
+        if not isinstance(call_id, str):
+            problem(f"{where}[{n}].id", "must be a string")
+            continue
+        calls.append({"id": call_id, "name": call["name"].strip(), "arguments": arguments})
+    return calls
+
+
+def ingest(data, *, allowed_scopes: list[str] | None = None) -> IngestReport:
+    """Store a transcript (or the messages it did not have yet); TranscriptError or ConflictError."""
+    clean = clean_transcript(data)
+    if allowed_scopes is not None and clean["scope"] not in allowed_scopes:
+        raise TranscriptError(
+            {"scope": [f"{clean['scope']} is outside this token's scopes: {', '.join(allowed_scopes)}"]}
+        )
+    now = timezone.now()
+    with transaction.atomic():
+        transcript = None
+        if "id" in clean:
+            transcript = Transcript.objects.select_for_update().filter(pk=clean["id"]).first()
+        created = transcript is None
+        if created:
+            transcript = Transcript.objects.create(
+                **({"id": clean["id"]} if "id" in clean else {}),
+                scope=clean["scope"],
+                title=clean["title"],
+                metadata=clean["metadata"],
+                created_at=now,
+                updated_at=now,
+            )
+            stored = {}
+        else:
+            if transcript.scope != clean["scope"]:
+                raise ConflictError(f"transcript {transcript.pk} belongs to {transcript.scope}, not {clean['scope']}")
+            stored = {m.index: m for m in transcript.messages.all()}
+        conflicts = [
+            index
+            for index, message in enumerate(clean["messages"])
+            if index in stored and not _same(stored[index], message)
+        ]
+        if conflicts:
+            shown = ", ".join(str(index) for index in conflicts[:10])
+            raise ConflictError(
+                f"messages {shown} differ from the stored ones: a stored message is never changed "
+                "(post the transcript with its stored messages as they were, and new ones after them)"
+            )
+        new = [
+            Message(transcript=transcript, index=index, **message)
+            for index, message in enumerate(clean["messages"])
+            if index not in stored
+        ]
+        Message.objects.bulk_create(new)
+        if new and not created:
+            transcript.updated_at = now
+            transcript.save(update_fields=["updated_at"])
+    return IngestReport(
+        transcript=transcript, created=created, added=len(new), unchanged=len(clean["messages"]) - len(new)
+    )
+
+
+def _same(stored: Message, message: dict) -> bool:
+    return (
+        stored.role == message["role"]
+        and stored.content == message["content"]
+        and (stored.tool_calls or []) == message["tool_calls"]
+        and stored.tool_call_id == message["tool_call_id"]
+    )

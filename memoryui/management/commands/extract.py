@@ -1,0 +1,88 @@
+"""Run the write path over a transcript: what it adds, merges and skips, and why.
+
+python manage.py extract --transcript 3f2c… --json
+python manage.py extract conversation.json --dry-run       # store the transcript, show the decisions, write no memory
+python manage.py extract --transcript 3f2c… --background   # as a task the worker runs (see /tasks/)
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.management.base import CommandError
+
+from memoryui import extraction
+from memoryui.management.base import ReportingCommand
+from memoryui.management.commands.ingest_transcript import read_transcript, store_transcript
+from memoryui.models import TaskRun, Transcript
+from memoryui.tasks import enqueue_extraction, extract_transcript
+
+
+class Command(ReportingCommand):
+    help = "Extract memories from a stored transcript (--transcript ID) or a transcript file (stored first)."
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", nargs="?", help="a transcript JSON file (or -): stored, then extracted")
+        parser.add_argument("--transcript", help="the id of a stored transcript")
+        parser.add_argument("--dry-run", action="store_true", help="show the decisions; write no memory")
+        parser.add_argument(
+            "--l1",
+            choices=extraction.L1_MODES,
+            default="auto",
+            help="the LLM extractor: auto (turns L0 found nothing in), always, off (default: auto)",
+        )
+        parser.add_argument("--background", action="store_true", help="enqueue it as a task instead")
+        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+    def handle(self, *args, **options):
+        if bool(options["path"]) == bool(options["transcript"]):
+            raise CommandError("give either a transcript file or --transcript ID")
+        if options["transcript"]:
+            try:
+                transcript = Transcript.objects.filter(pk=uuid.UUID(options["transcript"])).first()
+            except ValueError:
+                transcript = None
+            if transcript is None:
+                raise CommandError(f"--transcript: no transcript {options['transcript']}")
+        else:
+            transcript = store_transcript(read_transcript(options["path"], options.get("stdin"))).transcript
+        if options["dry_run"]:
+            if options["background"]:
+                raise CommandError("--dry-run runs in the foreground: it only shows decisions")
+            report = extraction.extract(transcript, dry_run=True, actor="cli:extract", l1=options["l1"]).to_dict()
+        elif options["background"]:
+            run = enqueue_extraction(transcript, actor="cli:extract", l1=options["l1"])
+            self._print({"task_id": str(run.pk), "status": run.status, "transcript_id": str(transcript.pk)}, options)
+            return
+        else:
+            run = TaskRun.objects.create(
+                kind="extract",
+                actor="cli:extract",
+                params={"transcript": str(transcript.pk), "scope": transcript.scope},
+            )
+            report = extract_transcript(str(run.pk))
+            report["task_id"] = str(run.pk)
+        self._print(report, options)
+
+    def _print(self, report: dict, options) -> None:
+        if options["json"]:
+            self.report(report)
+            return
+        if "added" not in report:
+            self.stdout.write(f"Queued extraction task {report['task_id']} for transcript {report['transcript_id']}.")
+            return
+        dry = bool(report.get("dry_run"))
+        self.stdout.write(f"transcript {report['transcript_id']}{' (dry run: nothing written)' if dry else ''}:")
+        for note in report.get("notes", []):
+            self.stdout.write(f"  note: {note}")
+        for item in report["added"]:
+            self.stdout.write(f"  + {'would add' if dry else 'added'} {item['kind']}/{item['tier']}: {item['text']}")
+        for item in report["merged"]:
+            self.stdout.write(
+                f"  = {'would merge' if dry else 'merged'} into {item['into']} ({item['layer']}): {item['text']}"
+            )
+        for item in report["skipped"]:
+            self.stdout.write(f"  - skipped message {item['message']} ({item['reason']}): {item['text']}")
+        counts = report["counts"]
+        self.stdout.write(f"{counts['added']} added, {counts['merged']} merged, {counts['skipped']} skipped.")

@@ -1,0 +1,297 @@
+"""Transcript projection: what every consumer of a transcript (extraction, summary, export) sees.
+
+Plain dataclasses and functions, no database. A stored message becomes a `Msg` through
+`Msg.from_dict(message.index, message.as_dict())`; `project()` then:
+
+1. **Trims trailing dangling tool calls.** While the last message is an assistant message
+   with tool calls and none of them has a result after it, it is removed (the agent
+   crashed mid-call; such an exchange is not a valid provider request). "Trailing" means
+   the very last message: anything after the call, even a system message, makes it a
+   mid-transcript call, which is kept and only noted. A call with *some* results is kept.
+   Tool results without a preceding call (orphans) are never removed, so this rule alone
+   never empties a projection; only a transcript made of nothing but dangling calls
+   projects to nothing, because nothing in it is valid.
+2. **Splits rounds.** A round runs from one user message up to the next; messages before
+   the first user message are `leading`.
+3. **States rounds, after trimming.** `complete`: an assistant answer (content, no tool
+   calls) follows the round's last tool call or result. `in_flight`: tool calls or results
+   with no answer after them. `open`: neither tools nor an answer yet (the user spoke
+   last). A round that lost a trimmed call is `in_flight` whatever remains of it — the
+   agent was mid-call, so summarizing it would make the agent repeat the call.
+4. **Marks the focus window**: the last `focus_rounds` rounds, extended back until the
+   window holds `focus_tokens` tokens. It is never rolled up.
+
+In-flight rounds are never extracted from, summarized or rolled up; an open round's user
+words may be extracted from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+FOCUS_ROUNDS = 3
+FOCUS_TOKENS = 8000
+
+COMPLETE = "complete"
+IN_FLIGHT = "in_flight"
+OPEN = "open"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # as given: JSON text or plain text
+
+
+@dataclass(frozen=True)
+class Msg:
+    index: int  # position in the stored transcript, 0-based
+    role: str  # user | assistant | tool | system
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # on tool results
+    channel: str | None = None  # chat, heartbeat, cron, system, ...
+    source: str | None = None  # user, internal, banner, repair, compaction
+
+    @classmethod
+    def from_dict(cls, index: int, data: Mapping) -> Msg:
+        """Read a message in the transcript JSON shape. Rejects nothing: validation happens on ingest."""
+        raw_calls = data.get("tool_calls") or ()
+        if not isinstance(raw_calls, list | tuple):
+            raw_calls = (raw_calls,)
+        return cls(
+            index=index,
+            role=_text(data.get("role")),
+            content=_content(data.get("content")),
+            tool_calls=tuple(_tool_call(item) for item in raw_calls),
+            tool_call_id=_optional(data.get("tool_call_id")),
+            channel=_optional(data.get("channel")),
+            source=_optional(data.get("source")),
+        )
+
+    @property
+    def is_tool_result(self) -> bool:
+        return self.role == "tool" or self.tool_call_id is not None
+
+    @property
+    def is_answer(self) -> bool:
+        """An assistant message that says something and calls nothing: a round's final answer."""
+        return self.role == "assistant" and not self.tool_calls and bool(self.content.strip())
+
+    @property
+    def tokens(self) -> int:
+        return estimate_tokens(self.content) + sum(estimate_tokens(call.arguments) for call in self.tool_calls)
+
+
+@dataclass
+class Round:
+    number: int  # 1-based, in order
+    messages: list[Msg]
+    state: str  # complete | in_flight | open
+    in_focus: bool
+    tokens: int
+
+    @property
+    def user_message(self) -> Msg | None:
+        """The user message that opened the round."""
+        if self.messages and self.messages[0].role == "user":
+            return self.messages[0]
+        return None
+
+
+@dataclass
+class Projection:
+    messages: list[Msg]  # the transcript minus trimmed messages
+    trimmed: list[Msg]  # dangling assistant tool calls removed from the end
+    leading: list[Msg]  # messages before the first user message, kept as they are
+    rounds: list[Round]
+    notes: list[str]  # what was trimmed and why, what is in flight, where the focus starts
+
+    def round_of(self, index: int) -> Round | None:
+        """The round holding the message at `index`; a trimmed message belongs to the last round."""
+        for round_ in self.rounds:
+            if any(message.index == index for message in round_.messages):
+                return round_
+        if self.rounds and any(message.index == index for message in self.trimmed):
+            # Trimmed messages are trailing, and the last round runs to the end of the transcript.
+            return self.rounds[-1]
+        return None
+
+    @property
+    def extractable_rounds(self) -> list[Round]:
+        return [round_ for round_ in self.rounds if round_.state != IN_FLIGHT]
+
+    @property
+    def rollup_rounds(self) -> list[Round]:
+        return [round_ for round_ in self.rounds if round_.state == COMPLETE and not round_.in_focus]
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate cheaply: each CJK character ~1 token, other text ~1 token per 4 characters."""
+    if not text:
+        return 0
+    cjk = sum(1 for char in text if _is_cjk(char))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def project(
+    messages: Sequence[Msg], *, focus_rounds: int = FOCUS_ROUNDS, focus_tokens: int = FOCUS_TOKENS
+) -> Projection:
+    """Project a transcript: trim trailing dangling calls, split and state rounds, mark the focus window."""
+    if focus_rounds < 0 or focus_tokens < 0:
+        raise ValueError("focus_rounds and focus_tokens must not be negative")
+    notes: list[str] = []
+    kept, trimmed = _trim_dangling_calls(list(messages))
+    for message in trimmed:
+        notes.append(
+            f"trimmed message #{message.index}: assistant tool call {_describe_calls(message.tool_calls)} "
+            "has no result (the agent stopped mid-call; not a valid request)"
+        )
+    notes.extend(_notes_on_unmatched_tools(kept))
+
+    first_user = next((position for position, message in enumerate(kept) if message.role == "user"), len(kept))
+    leading = kept[:first_user]
+    rounds: list[Round] = []
+    for number, round_messages in enumerate(_split_rounds(kept[first_user:]), start=1):
+        rounds.append(
+            Round(
+                number=number,
+                messages=round_messages,
+                state=_round_state(round_messages),
+                in_focus=False,
+                tokens=sum(message.tokens for message in round_messages),
+            )
+        )
+
+    if trimmed and rounds:
+        last = rounds[-1]
+        last.state = IN_FLIGHT
+        notes.append(f"round {last.number} is in flight: its tool call was trimmed, the agent was mid-call")
+    for round_ in rounds:
+        if round_.state == IN_FLIGHT and not (trimmed and round_ is rounds[-1]):
+            notes.append(f"round {round_.number} is in flight: tool calls or results with no answer after them")
+
+    _mark_focus_window(rounds, focus_rounds, focus_tokens, notes)
+    return Projection(messages=kept, trimmed=trimmed, leading=leading, rounds=rounds, notes=notes)
+
+
+def _trim_dangling_calls(messages: list[Msg]) -> tuple[list[Msg], list[Msg]]:
+    # The last message has nothing after it, so a trailing assistant call is dangling
+    # exactly when it has calls; a call with some results is never the last message.
+    trimmed: list[Msg] = []
+    while messages and messages[-1].role == "assistant" and messages[-1].tool_calls:
+        trimmed.insert(0, messages.pop())
+    return messages, trimmed
+
+
+def _notes_on_unmatched_tools(messages: list[Msg]) -> list[str]:
+    notes = []
+    called: set[str | None] = set()
+    for message in messages:
+        if message.is_tool_result and message.tool_call_id not in called:
+            notes.append(f"message #{message.index}: tool result with no preceding call (kept as it is)")
+        called.update(call.id for call in message.tool_calls)
+    answered: set[str | None] = set()
+    unanswered = []
+    for message in reversed(messages):
+        if message.is_tool_result:
+            answered.add(message.tool_call_id)
+        unanswered.extend((message, call) for call in reversed(message.tool_calls) if call.id not in answered)
+    for message, call in reversed(unanswered):
+        notes.append(
+            f"message #{message.index}: tool call {_describe_calls((call,))} has no result "
+            "(kept: it is not at the end of the transcript, or other calls of it were answered)"
+        )
+    return notes
+
+
+def _split_rounds(messages: list[Msg]) -> list[list[Msg]]:
+    rounds: list[list[Msg]] = []
+    for message in messages:
+        if message.role == "user" or not rounds:
+            rounds.append([])
+        rounds[-1].append(message)
+    return rounds
+
+
+def _round_state(messages: list[Msg]) -> str:
+    last_tool = max(
+        (position for position, message in enumerate(messages) if message.tool_calls or message.is_tool_result),
+        default=None,
+    )
+    if last_tool is None:
+        return COMPLETE if any(message.is_answer for message in messages) else OPEN
+    return COMPLETE if any(message.is_answer for message in messages[last_tool + 1 :]) else IN_FLIGHT
+
+
+def _mark_focus_window(rounds: list[Round], focus_rounds: int, focus_tokens: int, notes: list[str]) -> None:
+    tokens = 0
+    in_focus = 0
+    for round_ in reversed(rounds):
+        if in_focus >= focus_rounds and tokens >= focus_tokens:
+            break
+        round_.in_focus = True
+        tokens += round_.tokens
+        in_focus += 1
+    if in_focus:
+        first = rounds[-in_focus]
+        notes.append(
+            f"focus window starts at round {first.number}: {in_focus} of {len(rounds)} rounds, ~{tokens} tokens"
+        )
+
+
+def _describe_calls(calls: Sequence[ToolCall]) -> str:
+    return ", ".join(f"{call.name or '?'} ({call.id or 'no id'})" for call in calls)
+
+
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return (
+        0x3400 <= code <= 0x4DBF  # CJK extension A
+        or 0x4E00 <= code <= 0x9FFF  # CJK unified ideographs
+        or 0xF900 <= code <= 0xFAFF  # compatibility ideographs
+        or 0x20000 <= code <= 0x3FFFF  # extensions B and later
+        or 0x3000 <= code <= 0x30FF  # CJK punctuation, hiragana, katakana
+        or 0xAC00 <= code <= 0xD7AF  # hangul syllables
+        or 0xFF00 <= code <= 0xFFEF  # full-width forms
+    )
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _optional(value: object) -> str | None:
+    # Stored rows keep "" for absent fields; the projection says None.
+    text = _text(value)
+    return text or None
+
+
+def _content(value: object) -> str:
+    # Content may come as a list of parts ({"type": "text", "text": ...}); keep their text.
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, Mapping) and "text" in part:
+                parts.append(_text(part["text"]))
+            else:
+                parts.append(_text(part))
+        return "\n".join(parts)
+    return _text(value)
+
+
+def _tool_call(item: object) -> ToolCall:
+    if not isinstance(item, Mapping):
+        return ToolCall(id="", name="", arguments=_text(item))
+    # Also accept the provider shape {"id", "function": {"name", "arguments"}}.
+    function = item.get("function")
+    source = function if isinstance(function, Mapping) else item
+    return ToolCall(id=_text(item.get("id")), name=_text(source.get("name")), arguments=_text(source.get("arguments")))

@@ -1,0 +1,168 @@
+"""The heuristic: deterministic, explainable recall over the fused candidates.
+
+It answers whenever the model selector cannot (not configured, an error, invalid JSON, over
+its latency budget), and it always runs beside the selector so that a trace shows both
+decisions. Each candidate that cleared the relevance floor scores
+
+    retrieval × (its fused score / the best fused score)
+    + exact   when the query, or one of its terms, is the memory's entity key (or the key's
+              value: "18600000000" for `phone:18600000000`) or a tool name it records
+    + substring when the whole query occurs in its text or key
+    + tags    when a query term is one of its tags
+    + text    × the share of the query's terms its text holds, weighted by rarity (BM25's coverage)
+
+with the weights of the recall profile (exact > substring > tags > text, DESIGN.md "Read
+path: recall" step 2), and the reasons list every signal that counted.
+
+Query syntax, for the playground and the API: `select:<id>,<id>` picks memories directly;
+`+word` (or `+"two words"`) must occur in a memory's text, key or tags, and is searched too.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from recall.lexical import tokenize
+
+_SELECT_RE = re.compile(r"(?:^|\s)select:\s*([^\s,]+(?:\s*,\s*[^\s,]+)*)", re.IGNORECASE)
+_REQUIRED_RE = re.compile(r'(?:^|(?<=\s))\+(?:"([^"]+)"|(\S+))')
+
+
+def normalize(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A query with its syntax taken out."""
+
+    text: str  # what the retrievers search for (required words included, without their "+")
+    required: tuple[str, ...] = ()  # normalized words or phrases a memory must hold
+    select_ids: tuple[str, ...] = ()  # `select:` picks, in the order given
+
+
+def parse_query(raw: str) -> ParsedQuery:
+    select_ids: list[str] = []
+    for match in _SELECT_RE.finditer(raw):
+        select_ids += [part.strip() for part in match.group(1).split(",") if part.strip()]
+    text = _SELECT_RE.sub(" ", raw)
+    required = [normalize(quoted or bare) for quoted, bare in _REQUIRED_RE.findall(text)]
+    text = _REQUIRED_RE.sub(lambda m: " " + (m.group(1) or m.group(2)) + " ", text)
+    return ParsedQuery(
+        text=" ".join(text.split()),
+        required=tuple(dict.fromkeys(word for word in required if word)),
+        select_ids=tuple(dict.fromkeys(select_ids)),
+    )
+
+
+@dataclass(frozen=True)
+class Weights:
+    retrieval: float = 1.0
+    exact: float = 1.0
+    substring: float = 0.6
+    tags: float = 0.3
+    text: float = 0.2
+
+
+@dataclass(frozen=True)
+class Fields:
+    """What the heuristic reads of one candidate memory."""
+
+    text: str
+    entity_key: str | None = None
+    tags: Sequence[str] = ()
+    tool_names: Sequence[str] = ()
+
+    @classmethod
+    def of(cls, memory) -> Fields:
+        metadata = memory.metadata if isinstance(getattr(memory, "metadata", None), dict) else {}
+        return cls(
+            text=memory.text,
+            entity_key=memory.entity_key,
+            tags=_strings(metadata.get("tags")),
+            tool_names=_strings(metadata.get("tools")),
+        )
+
+
+def _strings(value) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(str(item) for item in value if isinstance(item, str | int | float))
+    return ()
+
+
+@dataclass
+class Scored:
+    """One candidate's heuristic score and the signals behind it."""
+
+    id: str
+    score: float
+    signals: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # required words it does not hold
+
+
+def missing_required(fields: Fields, required: Iterable[str]) -> list[str]:
+    haystack = normalize(" ".join([fields.text, fields.entity_key or "", *fields.tags]))
+    return [word for word in required if word not in haystack]
+
+
+@dataclass(frozen=True)
+class QueryForms:
+    """The forms of the query every candidate is compared with, computed once per recall."""
+
+    whole: str  # normalized
+    terms: frozenset[str]  # its search terms (recall.lexical.tokenize)
+
+    @classmethod
+    def of(cls, query: str) -> QueryForms:
+        return cls(whole=normalize(query), terms=frozenset(tokenize(query)))
+
+
+def score(
+    candidate_id: str,
+    fused_share: float,
+    coverage: float | None,
+    fields: Fields,
+    query: QueryForms,
+    weights: Weights,
+    required: Iterable[str] = (),
+) -> Scored:
+    """Score one candidate.
+
+    `fused_share` is its fused score over the best candidate's (0..1); `coverage` is the share
+    of the query's terms, weighted by rarity, its text holds (BM25's, None when BM25 missed it).
+    """
+    result = Scored(id=candidate_id, score=weights.retrieval * fused_share)
+    if weights.retrieval:
+        result.signals.append(f"retrieval {fused_share:.2f}")
+    whole, terms = query.whole, query.terms
+    key = normalize(fields.entity_key or "")
+    key_forms = {key, key.split(":", 1)[1]} if ":" in key else {key}
+    names = {normalize(name) for name in fields.tool_names} - {""}
+    exact = next((form for form in sorted(key_forms - {""}) if form == whole or form in terms), None)
+    if exact is not None:
+        result.score += weights.exact
+        result.signals.append(f"exact key match '{fields.entity_key}'")
+    else:
+        name = next((name for name in sorted(names) if name == whole or name in terms), None)
+        if name is not None:
+            result.score += weights.exact
+            result.signals.append(f"exact name match '{name}'")
+    text = normalize(fields.text)
+    if len(whole) >= 3 and (whole in text or (key and whole in key)):
+        result.score += weights.substring
+        result.signals.append("query found in text" if whole in text else "query found in key")
+    tags = {normalize(tag) for tag in fields.tags}
+    tag = next((tag for tag in sorted(tags) if tag in terms or tag == whole), None)
+    if tag is not None:
+        result.score += weights.tags
+        result.signals.append(f"tag '{tag}'")
+    if coverage:
+        result.score += weights.text * coverage
+        result.signals.append(f"text covers {coverage:.0%} of the query")
+    result.missing = missing_required(fields, required)
+    return result

@@ -1,0 +1,619 @@
+"""Recall: what an agent gets for its current turn (DESIGN.md "Read path: recall", steps 1-6).
+
+    candidates   hybrid search in the scope (recall.search): fused, reranked, floored
+    selector     an LLM picks among the headers of the candidates that cleared the floor
+                 (recall.selector), within its latency budget
+    heuristic    deterministic field-weighted scoring of the same candidates (recall.heuristic);
+                 it always runs, and answers when the selector is off, fails or is too slow
+    filter       the active-tool filter (recall.toolfilter) drops usage notes of the tools the
+                 agent is using, on both paths: the selector's answer is post-filtered
+    block        the chosen memories as a short, current-turn-only text block
+
+Every candidate carries both decisions and their reasons, so a trace (recall.models) can show
+why a memory was or was not recalled. `recall()` changes nothing; `record_recall()` bumps the
+access counts of what an agent was actually given.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from memoryui.models import Memory, MemoryEvent
+from recall import heuristic, selector, toolfilter
+from recall.fusion import LIMIT_MAX, Candidate, RetrievalSettings, SettingsError, clamp_limit
+from recall.search import NEAR_MISSES, Found, SearchError, clean_query, search
+
+DECISIONS = ("selected", "not_selected", "filtered", "below_floor")
+MAX_BLOCK_LINE_CHARS = 600
+BLOCK_HEADING = "Recalled memories, for this turn only (not part of the conversation; do not store or repeat them):"
+
+# --- the tuning knobs -----------------------------------------------------------------------------
+
+_RECALL_KNOBS = {
+    # knob: (type, low, high)
+    "candidates": (int, 1, 100),
+    "selector_timeout_ms": (int, 100, 60_000),
+    "weight_retrieval": (float, 0.0, 10.0),
+    "weight_exact": (float, 0.0, 10.0),
+    "weight_substring": (float, 0.0, 10.0),
+    "weight_tags": (float, 0.0, 10.0),
+    "weight_text": (float, 0.0, 10.0),
+}
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    """Every recall knob: retrieval's (recall.fusion.RetrievalSettings) and the pipeline's.
+
+    A recall profile stores them as one flat JSON object (`to_dict`/`from_dict`).
+    """
+
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    candidates: int = 20  # the best floor-passing candidates the selector and the heuristic see
+    selector: bool = True  # ask the model selector when an LLM is configured
+    selector_timeout_ms: int | None = None  # None: MEMORYUI_SELECTOR_TIMEOUT_MS
+    weight_retrieval: float = 1.0
+    weight_exact: float = 1.0
+    weight_substring: float = 0.6
+    weight_tags: float = 0.3
+    weight_text: float = 0.2
+    schema_markers: tuple[str, ...] | None = None  # None: recall.toolfilter's defaults
+    durable_markers: tuple[str, ...] | None = None
+
+    @property
+    def weights(self) -> heuristic.Weights:
+        return heuristic.Weights(
+            retrieval=self.weight_retrieval,
+            exact=self.weight_exact,
+            substring=self.weight_substring,
+            tags=self.weight_tags,
+            text=self.weight_text,
+        )
+
+    def to_dict(self) -> dict:
+        data = self.retrieval.to_dict()
+        for knob in fields(self):
+            if knob.name != "retrieval":
+                value = getattr(self, knob.name)
+                data[knob.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+    @classmethod
+    def from_dict(cls, data) -> RecallSettings:
+        """Settings from a profile's JSON; missing knobs take their defaults, unknown ones are errors."""
+        if not isinstance(data, dict):
+            raise SettingsError({"settings": [f"must be a JSON object, got {type(data).__name__}"]})
+        retrieval_names = {knob.name for knob in fields(RetrievalSettings)}
+        errors: dict[str, list[str]] = {}
+        retrieval = RetrievalSettings()
+        try:
+            retrieval = RetrievalSettings.from_dict({k: v for k, v in data.items() if k in retrieval_names})
+        except SettingsError as exc:
+            errors.update(exc.errors)
+        own = {knob.name for knob in fields(cls)} - {"retrieval"}
+        values: dict = {}
+        for key, value in data.items():
+            if key in retrieval_names:
+                continue
+            if key not in own:
+                known = sorted(retrieval_names | own)
+                errors.setdefault(str(key), []).append("is not a recall knob; known knobs: " + ", ".join(known))
+                continue
+            problem, value = _check_knob(key, value)
+            if problem:
+                errors.setdefault(key, []).append(problem)
+            else:
+                values[key] = value
+        if errors:
+            raise SettingsError(errors)
+        return cls(retrieval=retrieval, **values)
+
+
+def _check_knob(key: str, value) -> tuple[str | None, object]:
+    if key == "selector":
+        return (None, value) if isinstance(value, bool) else ("must be true or false", value)
+    if key in ("schema_markers", "durable_markers"):
+        if value is None:
+            return None, None
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            return "must be a list of words or phrases (or null for the built-in list)", value
+        cleaned = tuple(dict.fromkeys(" ".join(item.split()) for item in value if item.strip()))
+        return (None, cleaned) if cleaned else ("must hold at least one marker (or be null)", value)
+    if key == "selector_timeout_ms" and value is None:
+        return None, None
+    kind, low, high = _RECALL_KNOBS[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"must be a number, got {value!r}", value
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            return f"must be a whole number, got {value!r}", value
+        value = int(value)
+    if not low <= value <= high:
+        return f"must be between {low:g} and {high:g}, got {value!r}", value
+    return None, float(value) if kind is float else value
+
+
+# --- the result -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    decision: str
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"decision": self.decision, "reasons": list(self.reasons)}
+
+
+@dataclass
+class RecallCandidate:
+    """One candidate memory and what each path decided about it."""
+
+    found: Found
+    heuristic: Decision
+    final: Decision
+    selector: Decision | None = None
+    score: float = 0.0  # the heuristic's
+    signals: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return str(self.found.memory.pk)
+
+    def to_dict(self, now: datetime) -> dict:
+        data = self.found.to_dict()
+        data.update(
+            age=age(self.found.memory.created_at, now),
+            fused_score=data.pop("score"),
+            score=round(self.score, 4),
+            signals=list(self.signals),
+            heuristic=self.heuristic.to_dict(),
+            selector=self.selector.to_dict() if self.selector else None,
+            decision=self.final.decision,
+            reasons=list(self.final.reasons),
+        )
+        return data
+
+
+@dataclass
+class RecallResult:
+    query: str
+    scope: str
+    tools: list[str]
+    limit: int
+    settings: RecallSettings
+    profile: str = "default"
+    search_text: str = ""
+    mode: str = "heuristic"  # selector | heuristic | select (the query picked memories by id)
+    fallback_reason: str | None = None
+    selected: list[RecallCandidate] = field(default_factory=list)
+    candidates: list[RecallCandidate] = field(default_factory=list)  # every candidate, fused order
+    block: str = ""
+    notices: list[str] = field(default_factory=list)
+    degraded: dict[str, str] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    selector_answer: str = ""  # the model's raw answer, when it gave one
+    selector_ms: float | None = None
+    created_at: datetime = field(default_factory=timezone.now)
+
+    def _compact_candidates(self) -> list[dict]:
+        near_misses = [c for c in self.candidates if c.final.decision == "below_floor"][:NEAR_MISSES]
+        kept = [c for c in self.candidates if c.final.decision != "below_floor" or c in near_misses]
+        return [
+            {
+                "id": c.id,
+                "decision": c.final.decision,
+                "reasons": list(c.final.reasons),
+                "score": round(c.score, 4),
+                "fused_score": round(c.found.candidate.score, 6),
+                "vector_rank": c.found.candidate.vector_rank,
+                "bm25_rank": c.found.candidate.bm25_rank,
+            }
+            for c in kept
+        ]
+
+    def decision_of(self, memory_id: str) -> RecallCandidate | None:
+        return next((c for c in self.candidates if c.id == str(memory_id)), None)
+
+    def to_dict(self, *, full: bool = True) -> dict:
+        """The recall as JSON. `full=False` (an agent's call) keeps the candidates that cleared the
+        floor and the best near misses, each with its decision, reasons, score and ranks."""
+        now = self.created_at
+        return {
+            "query": self.query,
+            "scope": self.scope,
+            "tools": self.tools,
+            "limit": self.limit,
+            "profile": self.profile,
+            "mode": self.mode,
+            "fallback_reason": self.fallback_reason,
+            "selected": [
+                {
+                    "id": c.id,
+                    "text": c.found.memory.text,
+                    "kind": c.found.memory.kind,
+                    "tier": c.found.memory.tier,
+                    "score": round(c.score, 4),
+                    "age": age(c.found.memory.created_at, now),
+                }
+                for c in self.selected
+            ],
+            "candidates": [c.to_dict(now) for c in self.candidates] if full else self._compact_candidates(),
+            "block": self.block,
+            "notices": self.notices,
+            "degraded": self.degraded,
+            "selector": {"answer": self.selector_answer, "elapsed_ms": _round(self.selector_ms)},
+            "timings_ms": {stage: round(ms, 2) for stage, ms in self.timings_ms.items()},
+        }
+
+
+COMPACT_FIELDS = ("id", "decision", "reasons", "score", "fused_score", "vector_rank", "bm25_rank")
+
+
+def age(when: datetime | None, now: datetime) -> str:
+    """A compact age: <1m, 5m, 3h, 12d, 4mo, 2y."""
+    if when is None:
+        return "?"
+    seconds = max(0.0, (now - when).total_seconds())
+    for unit, size in (("y", 365 * 86400), ("mo", 30 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit in ("y", "mo") else 1):
+            return f"{int(seconds // size)}{unit}"
+    return "<1m"
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+# --- the pipeline ---------------------------------------------------------------------------------
+
+CONFIGURED = object()
+
+
+def recall(
+    query: str | None,
+    *,
+    scope: str,
+    tools=(),
+    limit: int | None = None,
+    settings: RecallSettings | None = None,
+    profile: str = "default",
+    selector_config: selector.SelectorConfig | None | object = CONFIGURED,
+    now: datetime | None = None,
+) -> RecallResult:
+    """Recall for one turn of an agent in `scope`; raises SearchError for a query that cannot run.
+
+    `selector_config` defaults to the configured LLM endpoint (None: no selector).
+    """
+    started = time.perf_counter()
+    settings = settings or RecallSettings()
+    text, notices = clean_query(query)
+    parsed = heuristic.parse_query(text)
+    limit, clamped = clamp_limit(limit if limit is not None else settings.retrieval.limit)
+    if clamped:
+        notices.append(clamped)
+    recent = toolfilter.recent_tools(tools)
+    given = tools.split(",") if isinstance(tools, str) else list(tools or ())
+    if len({str(tool).strip().casefold() for tool in given if str(tool).strip()}) > len(recent):
+        notices.append(f"recent tools: only the last {toolfilter.MAX_RECENT_TOOLS} distinct ones are used")
+    result = RecallResult(
+        query=text,
+        scope=scope,
+        tools=recent,
+        limit=limit,
+        settings=settings,
+        profile=profile,
+        search_text=parsed.text,
+        notices=notices,
+        created_at=now or timezone.now(),
+    )
+    if parsed.select_ids:
+        _pick_directly(result, parsed)
+    elif re.search(r"(?:^|\s)select:\s*$", text, re.IGNORECASE):
+        raise SearchError("q", "select: names no memory: write select:<id>,<id>.")
+    elif not any(char.isalnum() for char in parsed.text):
+        raise SearchError("q", "The query holds no words to search for: type words, a name, a number or an id.")
+    else:
+        _run(result, parsed, selector_config)
+    result.block = render_block(result.selected, result.created_at)
+    result.timings_ms["total"] = (time.perf_counter() - started) * 1000
+    return result
+
+
+def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -> None:
+    settings = result.settings
+    found = search(
+        parsed.text,
+        scopes=[result.scope],
+        limit=LIMIT_MAX,
+        settings=settings.retrieval,
+        now=result.created_at,
+        extra_fields=("metadata",),
+    )
+    result.notices += [notice for notice in found.notices if not notice.startswith("limit ")]
+    result.degraded = found.degraded
+    result.timings_ms.update(found.timings_ms)
+    passing = [f for f in found.candidates if f.candidate.passes_floor]
+    considered, beyond = passing[: settings.candidates], passing[settings.candidates :]
+
+    # The selector's budget runs while the heuristic works: a stalled model costs the budget, not
+    # the budget plus the heuristic.
+    pending = _start_selector(result, considered, selector_config)
+
+    heuristic_started = time.perf_counter()
+    by_id: dict[str, RecallCandidate] = {}
+    for f in found.candidates:
+        rc = RecallCandidate(found=f, heuristic=Decision("not_selected"), final=Decision("not_selected"))
+        if not f.candidate.passes_floor:
+            rc.heuristic = Decision("below_floor", [f"below floor: {why}" for why in f.candidate.dropped_by])
+        elif f in beyond:
+            rc.heuristic = Decision("not_selected", [f"past the first {settings.candidates} candidates"])
+        by_id[rc.id] = rc
+    result.candidates = list(by_id.values())
+
+    best = max((f.candidate.score for f in considered), default=0.0)
+    query = heuristic.QueryForms.of(parsed.text)
+    filtered: dict[str, str] = {}
+    ranked: list[heuristic.Scored] = []
+    for f in considered:
+        fields_ = heuristic.Fields.of(f.memory)
+        share = f.candidate.score / best if best > 0 else 0.0
+        rc = by_id[str(f.memory.pk)]
+        scored = heuristic.score(
+            rc.id, share, f.candidate.bm25_coverage, fields_, query, settings.weights, parsed.required
+        )
+        rc.score, rc.signals = scored.score, scored.signals
+        decision = toolfilter.active_tool_decision(
+            " ".join([fields_.text, fields_.entity_key or "", *fields_.tags]),
+            result.tools,
+            tool_names=fields_.tool_names,
+            schema_markers=settings.schema_markers,
+            durable_markers=settings.durable_markers,
+        )
+        if decision.suppressed:
+            filtered[rc.id] = decision.reason
+        elif decision.reason:
+            rc.signals.append(decision.reason)
+        ranked.append(scored)
+    ranked.sort(key=lambda scored: -scored.score)  # stable: ties keep the fused order
+    place = 0
+    heuristic_picks: list[str] = []
+    for scored in ranked:
+        rc = by_id[scored.id]
+        if scored.missing:
+            rc.heuristic = Decision("not_selected", [f"missing required '{word}'" for word in scored.missing])
+        elif scored.id in filtered:
+            rc.heuristic = Decision("filtered", [filtered[scored.id]])
+        else:
+            place += 1
+            if place <= result.limit:
+                heuristic_picks.append(scored.id)
+                rc.heuristic = Decision("selected", [f"heuristic rank {place}", *rc.signals])
+            else:
+                rc.heuristic = Decision("not_selected", [f"heuristic rank {place}, past the limit of {result.limit}"])
+    result.timings_ms["heuristic"] = (time.perf_counter() - heuristic_started) * 1000
+
+    selector_picks = _selector_picks(result, pending, considered, by_id, filtered) if pending else None
+    if selector_picks is None:
+        for rc in result.candidates:
+            rc.final = rc.heuristic
+        result.selected = [by_id[pk] for pk in heuristic_picks]
+    else:
+        result.mode = "selector"
+        for rc in result.candidates:
+            rc.final = rc.selector if rc.selector is not None else rc.heuristic
+        result.selected = [by_id[pk] for pk in selector_picks]
+
+
+def _start_selector(result: RecallResult, considered: list[Found], selector_config):
+    """Send the candidates' headers to the model selector, or say (fallback_reason) why not."""
+    settings = result.settings
+    if not settings.selector:
+        result.fallback_reason = "selector off in this profile"
+        return None
+    config = selector.SelectorConfig.from_settings(settings.selector_timeout_ms)
+    if selector_config is not CONFIGURED:
+        config = selector_config
+    if config is None:
+        result.fallback_reason = "selector not configured (no MEMORYUI_LLM_BASE_URL and MEMORYUI_LLM_MODEL)"
+        return None
+    if not considered:
+        result.fallback_reason = "nothing for the selector to choose from: no candidate cleared the relevance floor"
+        return None
+    headers = [
+        selector.Header(
+            id=str(f.memory.pk),
+            kind=f.memory.kind,
+            tier=f.memory.tier,
+            age=age(f.memory.created_at, result.created_at),
+            first_line=selector.first_line(f.memory.text),
+        )
+        for f in considered
+    ]
+    try:
+        return selector.start(result.search_text, headers, result.tools, result.limit, config)
+    except Exception as exc:  # a client that cannot even be built (a malformed base URL): fall back, say why
+        result.fallback_reason = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+        return None
+
+
+def _selector_picks(result, pending, considered, by_id, filtered) -> list[str] | None:
+    """The selector's picks after the post-filter, or None (and the fallback reason) when it did not answer."""
+    waited = time.perf_counter()
+    try:
+        answer = pending.wait()
+    except selector.SelectorFailed as exc:
+        result.fallback_reason = exc.reason
+        result.selector_answer = exc.raw
+        result.selector_ms = exc.elapsed_ms
+        return None
+    finally:
+        result.timings_ms["selector_wait"] = (time.perf_counter() - waited) * 1000
+        result.timings_ms["selector"] = pending.elapsed_ms()
+    result.selector_answer, result.selector_ms = answer.raw, answer.elapsed_ms
+    result.notices += answer.notices
+    picks = []
+    for f in considered:
+        rc = by_id[str(f.memory.pk)]
+        rc.selector = Decision("not_selected", ["not picked by the selector"])
+    for position, pk in enumerate(answer.ids, 1):
+        rc = by_id[pk]
+        why = [f"selector pick {position}"] + ([answer.reasons[pk]] if answer.reasons.get(pk) else [])
+        if pk in filtered:
+            rc.selector = Decision("filtered", [filtered[pk], *why])
+        elif rc.heuristic.reasons and rc.heuristic.reasons[0].startswith("missing required"):
+            rc.selector = Decision("not_selected", [*rc.heuristic.reasons, *why])
+        else:
+            rc.selector = Decision("selected", why)
+            picks.append(pk)
+    return picks
+
+
+def _pick_directly(result: RecallResult, parsed: heuristic.ParsedQuery) -> None:
+    """`select:<id>,<id>`: the memories named, in that order, if active in the scope."""
+    result.mode = "select"
+    valid = []
+    for raw in parsed.select_ids:
+        try:
+            valid.append(str(uuid.UUID(raw)))
+        except ValueError:
+            result.notices.append(f"select: {raw!r} is not a memory id")
+    rows = {str(m.pk): m for m in Memory.objects.active().filter(pk__in=valid, scope=result.scope)}
+    for pk in valid:
+        memory = rows.get(pk)
+        if memory is None:
+            result.notices.append(f"select: no active memory {pk} in {result.scope}")
+            continue
+        if len(result.selected) >= result.limit:
+            result.notices.append(f"select: {pk} is past the limit of {result.limit}")
+            continue
+        found = Found(memory, _direct_candidate(pk))
+        picked = Decision("selected", ["picked by select:"])
+        rc = RecallCandidate(found=found, heuristic=picked, final=picked, score=1.0)
+        result.selected.append(rc)
+        result.candidates.append(rc)
+    if parsed.text:
+        result.notices.append("the words besides select: were not searched")
+
+
+def _direct_candidate(pk: str) -> Candidate:
+    return Candidate(
+        id=pk, vector_rank=None, vector_score=None, bm25_rank=None, bm25_score=None, bm25_coverage=None,
+        vector_background=None, rrf_score=0.0, adjustments={}, score=0.0, matched_by=("select",),
+    )  # fmt: skip
+
+
+def render_block(selected: list[RecallCandidate], now: datetime) -> str:
+    """The ephemeral recall block: a heading that says it is for this turn only, a line a memory."""
+    if not selected:
+        return ""
+    lines = [BLOCK_HEADING]
+    for rc in selected:
+        memory = rc.found.memory
+        text = " ".join(memory.text.split())
+        if len(text) > MAX_BLOCK_LINE_CHARS:
+            text = text[: MAX_BLOCK_LINE_CHARS - 1] + "…"
+        when = age(memory.created_at, now)
+        lines.append(f"- [{memory.pk}] {memory.kind}/{memory.tier} · score {rc.score:.2f} · {when} old: {text}")
+    return "\n".join(lines)
+
+
+def record_recall(result: RecallResult, *, actor: str) -> int:
+    """Bump access_count/accessed_at of the memories an agent was given, with a `recalled` event each."""
+    ids = [rc.found.memory.pk for rc in result.selected]
+    if not ids:
+        return 0
+    now = timezone.now()
+    with transaction.atomic():
+        bumped = Memory.objects.active().filter(pk__in=ids).update(access_count=F("access_count") + 1, accessed_at=now)
+        MemoryEvent.objects.bulk_create(
+            MemoryEvent(
+                memory_id=pk,
+                action=MemoryEvent.Action.RECALLED,
+                actor=actor,
+                reason=f"recalled for {result.query[:200]!r} ({result.mode})",
+                created_at=now,
+            )
+            for pk in ids
+        )
+    return bumped
+
+
+# --- why not recalled? ----------------------------------------------------------------------------
+
+
+def why_not(result: RecallResult, memory_id) -> list[tuple[str, str]]:
+    """The stages one memory went through in `result`, up to the one that dropped it: (stage, what happened)."""
+    try:
+        pk = uuid.UUID(str(memory_id).strip())
+    except ValueError:
+        return [("memory", f"{str(memory_id)[:64]!r} is not a memory id.")]
+    memory = Memory.objects.filter(pk=pk).first()
+    if memory is None:
+        return [("memory", f"No memory has the id {pk}.")]
+    if memory.status != Memory.Status.ACTIVE:
+        why = memory.tombstone_reason or "no reason given"
+        return [("memory", f"It is tombstoned ({why}): only active memories are recalled.")]
+    if memory.scope != result.scope:
+        return [("scope", f"It is in scope {memory.scope}; this recall ran in {result.scope}.")]
+    rc = result.decision_of(pk)
+    if result.mode == "select":
+        verdict = "picked by select:" if rc else "not named by select:, which picks memories by id only"
+        return [("select", verdict)]
+    if rc is None:
+        return [("retrieval", _not_retrieved(result, memory))]
+    data = rc.to_dict(result.created_at)
+    similarity, background = data["vector_similarity"], data["vector_background"]
+    vector = (
+        f"vector #{data['vector_rank']} (similarity {similarity}, background {background})"
+        if data["vector_rank"]
+        else "not in the vector candidates"
+    )
+    bm25 = (
+        f"BM25 #{data['bm25_rank']} (score {data['bm25_score']}, covers {data['bm25_coverage']:.0%} of the query)"
+        if data["bm25_rank"]
+        else "not in the BM25 candidates"
+    )
+    stages = [("retrieval", f"{vector}; {bm25}; fused {data['fused_score']}")]
+    if data["dropped_by"]:
+        stages.append(("relevance floor", "dropped: " + "; ".join(data["dropped_by"])))
+        return stages
+    stages.append(("relevance floor", "passed: matched by " + ", ".join(data["matched_by"])))
+    stages.append(("heuristic", f"{rc.heuristic.decision}: " + "; ".join(rc.heuristic.reasons)))
+    if rc.selector is not None:
+        stages.append(("selector", f"{rc.selector.decision}: " + "; ".join(rc.selector.reasons)))
+    else:
+        stages.append(("selector", f"did not answer ({result.fallback_reason})"))
+    stages.append(("final", f"{rc.final.decision} (answered by the {result.mode})"))
+    return stages
+
+
+def _not_retrieved(result: RecallResult, memory: Memory) -> str:
+    """Why retrieval missed a memory: how close it was to the last candidate of each retriever."""
+    from recall.embeddings import EmbedderUnavailable, get_embedder
+    from recall.lexical import tokenize
+
+    knobs = result.settings.retrieval
+    parts = [f"it is in neither the vector top {knobs.vector_k} nor the BM25 top {knobs.bm25_k} for this query"]
+    scores = [rc.found.candidate.vector_score for rc in result.candidates if rc.found.candidate.vector_score]
+    try:
+        embedder = get_embedder()
+        query_vector = embedder.embed_query(result.search_text)
+        [passage] = embedder.embed_passages([memory.text])
+        similarity = float(query_vector @ passage)
+        cutoff = f"; the last vector candidate had {min(scores):.3f}" if scores else ""
+        parts.append(f"its similarity to the query is {similarity:.3f}{cutoff}")
+    except EmbedderUnavailable:
+        pass
+    terms = list(dict.fromkeys(tokenize(result.search_text)))
+    held = set(terms) & set(tokenize(" ".join([memory.text, memory.entity_key or ""])))
+    parts.append(f"it holds {len(held)} of the query's {len(terms)} search terms")
+    return "; ".join(parts) + "."

@@ -1,0 +1,280 @@
+"""The recall pages: playground, traces, profiles and golden sets (full page, or the partial for htmx).
+
+The playground changes nothing: it runs the pipeline without bumping access counts. Its Save
+button posts the run exactly as it was shown (signed, so it cannot be forged into a trace that
+never ran) and the saved trace can be reopened any time later.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core import signing
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from memoryui.models import Memory
+from memoryui.views import (
+    _actor,
+    _alert,
+    _fragment,
+    _load,
+    _render,
+    _scope_choices,
+    _wants_fragment,
+    login_required_htmx,
+)
+from recall import golden
+from recall.documents import IndexUnavailable
+from recall.forms import GoldenQueryForm, GoldenRunForm, GoldenSetForm, PlaygroundForm, ProfileForm
+from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
+from recall.pipeline import RecallSettings, recall, why_not
+from recall.search import SearchError
+
+TRACE_SALT = "recall.playground.trace"
+TRACE_PAGE_SIZE = 50
+
+
+# --- playground -----------------------------------------------------------------------------
+
+
+def _playground_panel(form: PlaygroundForm) -> dict:
+    """The run the playground shows: the result (as a trace would hold it), or a state."""
+    panel: dict = {"ran": False, "invalid": None, "unavailable": None}
+    if not form.is_bound:
+        return panel
+    if not form.is_valid():
+        panel["invalid"] = [f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()]
+        return panel
+    data = form.cleaned_data
+    profile = data["profile"]
+
+    def run():
+        return recall(
+            data["q"], scope=data["scope"], tools=data["tools"], limit=data["limit"], settings=profile.settings,
+            profile=profile.name,
+        )  # fmt: skip
+
+    try:
+        result, panel["unavailable"] = _load(run)
+    except SearchError as exc:
+        panel["invalid"] = [f"{'query' if exc.field == 'q' else exc.field}: {exc}"]
+        return panel
+    except IndexUnavailable as exc:
+        panel["unavailable"] = {"backend": f"{exc.index} index", "status": 503, "message": str(exc)}
+        return panel
+    if result is None:
+        return panel
+    fields = RecallTrace.fields_of(result)
+    panel.update(
+        ran=True,
+        run=fields["result"],
+        payload=signing.dumps({"fields": fields, "profile": profile.pk}, salt=TRACE_SALT, compress=True),
+        why=why_not(result, data["why"]) if data.get("why") else None,
+        why_url=f"{reverse('recall:playground')}?{_without_why(form)}&why=",
+        why_id=data.get("why"),
+    )
+    return panel
+
+
+def _without_why(form: PlaygroundForm) -> str:
+    params = {name: form.data.get(name, "") for name in ("q", "scope", "tools", "profile", "limit")}
+    return urlencode({name: value for name, value in params.items() if value})
+
+
+@login_required_htmx
+@require_GET
+def playground(request: HttpRequest) -> HttpResponse:
+    form = PlaygroundForm(request.GET if "q" in request.GET else None, initial=_playground_initial())
+    panel = _playground_panel(form)
+    if _wants_fragment(request):
+        return _fragment(request, "recall/partials/playground_result.html", panel)
+    context = {"form": form, "panel": panel, "scopes": _scope_choices()}
+    return _render(request, "recall/playground.html", context, status=400 if panel["invalid"] else 200)
+
+
+def _playground_initial() -> dict:
+    scopes = Memory.objects.scope_names(limit=1)
+    return {"scope": scopes[0] if scopes else "agent:main", "profile": DEFAULT_PROFILE}
+
+
+@login_required_htmx
+@require_POST
+def trace_save(request: HttpRequest) -> HttpResponse:
+    """Save a playground run as a trace, exactly as it was shown."""
+    try:
+        payload = signing.loads(request.POST.get("payload", ""), salt=TRACE_SALT)
+    except signing.BadSignature:
+        return _alert(request, status=400, state="invalid", invalid=["This run cannot be saved: run the recall again."])
+    profile = RecallProfile.objects.filter(pk=payload.get("profile")).first()
+    note = request.POST.get("note", "").strip()[:2000]
+    trace = RecallTrace.create_from(
+        payload["fields"], source="playground", actor=_actor(request), profile=profile, note=note
+    )
+    url = trace.get_absolute_url()
+    if _wants_fragment(request):
+        return HttpResponseClientRedirect(url)
+    messages.success(request, "Trace saved.")
+    return redirect(url)
+
+
+# --- traces -------------------------------------------------------------------------------------
+
+
+@login_required_htmx
+@require_GET
+def trace_list(request: HttpRequest) -> HttpResponse:
+    traces = RecallTrace.objects.defer("result", "knobs")
+    scope, source = request.GET.get("scope", "").strip(), request.GET.get("source", "").strip()
+    if scope:
+        traces = traces.filter(scope=scope)
+    if source in RecallTrace.Source.values:
+        traces = traces.filter(source=source)
+    page = Paginator(traces, TRACE_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"page": page, "scope": scope, "source": source, "sources": RecallTrace.Source.values}
+    return _render(request, "recall/trace_list.html", context)
+
+
+@login_required_htmx
+@require_GET
+def trace_detail(request: HttpRequest, pk) -> HttpResponse:
+    trace = get_object_or_404(RecallTrace, pk=pk)
+    rerun = {"q": trace.query, "scope": trace.scope, "tools": ", ".join(trace.tools), "limit": trace.limit}
+    if trace.profile_id:
+        rerun["profile"] = trace.profile.name
+    context = {"trace": trace, "run": trace.result, "rerun": rerun}
+    return _render(request, "recall/trace_detail.html", context)
+
+
+# --- profiles -----------------------------------------------------------------------------------
+
+
+@login_required_htmx
+@require_GET
+def profile_list(request: HttpRequest) -> HttpResponse:
+    RecallProfile.objects.resolve(DEFAULT_PROFILE)
+    defaults = RecallSettings().to_dict()
+    profiles = [
+        {"profile": profile, "changed": [(k, v, defaults.get(k)) for k, v in sorted(profile.knobs.items())]}
+        for profile in RecallProfile.objects.all()
+    ]
+    return _render(request, "recall/profile_list.html", {"profiles": profiles})
+
+
+@login_required_htmx
+@require_http_methods(["GET", "POST"])
+def profile_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
+    profile = get_object_or_404(RecallProfile, name=name) if name else RecallProfile()
+    form = ProfileForm(request.POST or None, instance=profile)
+    if request.method == "POST" and form.is_valid():
+        saved = form.save()
+        messages.success(request, f"Profile {saved.name} saved.")
+        return redirect("recall:profile_list")
+    status = 400 if request.method == "POST" else 200
+    return _render(request, "recall/profile_form.html", {"form": form, "profile": profile}, status=status)
+
+
+# --- golden sets --------------------------------------------------------------------------------
+
+
+@login_required_htmx
+@require_http_methods(["GET", "POST"])
+def golden_list(request: HttpRequest) -> HttpResponse:
+    form = GoldenSetForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        golden_set = form.save()
+        return redirect(golden_set)
+    sets = GoldenSet.objects.all()
+    status = 400 if request.method == "POST" else 200
+    context = {"sets": sets, "form": form, "scopes": _scope_choices()}
+    return _render(request, "recall/golden_list.html", context, status=status)
+
+
+@login_required_htmx
+@require_http_methods(["GET", "POST"])
+def golden_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    golden_set = get_object_or_404(GoldenSet, pk=pk)
+    form = GoldenQueryForm(request.POST or None, golden_set=golden_set)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, "Golden query added.")
+        return redirect(golden_set)
+    context = {
+        "golden_set": golden_set,
+        "queries": golden_set.queries.all(),
+        "form": form,
+        "run_form": GoldenRunForm(initial={"a": DEFAULT_PROFILE}),
+    }
+    return _render(request, "recall/golden_detail.html", context, status=400 if request.method == "POST" else 200)
+
+
+@login_required_htmx
+@require_POST
+def golden_query_delete(request: HttpRequest, pk: int, query_pk: int) -> HttpResponse:
+    query = get_object_or_404(GoldenQuery, pk=query_pk, golden_set_id=pk)
+    query.delete()
+    messages.success(request, "Golden query removed.")
+    return redirect(reverse("recall:golden_detail", args=[pk]))
+
+
+@login_required_htmx
+@require_GET
+def golden_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """Run the set against profile A (and compare with B): metrics, and per query what moved."""
+    golden_set = get_object_or_404(GoldenSet, pk=pk)
+    form = GoldenRunForm(request.GET)
+    panel: dict = {"invalid": None, "unavailable": None, "golden_set": golden_set}
+    if not form.is_valid():
+        panel["invalid"] = [f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()]
+    else:
+        try:
+            panel.update(_golden_run(golden_set, form.cleaned_data["a"], form.cleaned_data.get("b")))
+        except IndexUnavailable as exc:
+            panel["unavailable"] = {"backend": f"{exc.index} index", "status": 503, "message": str(exc)}
+    if _wants_fragment(request):
+        return _fragment(request, "recall/partials/golden_run.html", panel)
+    context = {
+        "golden_set": golden_set,
+        "queries": golden_set.queries.all(),
+        "form": GoldenQueryForm(golden_set=golden_set),
+        "run_form": form,
+        "panel": panel,
+    }
+    return _render(request, "recall/golden_detail.html", context, status=400 if panel["invalid"] else 200)
+
+
+def _golden_run(golden_set: GoldenSet, a: str, b: str | None) -> dict:
+    profiles = {name: RecallProfile.objects.resolve(name) for name in filter(None, [a, b])}
+    runs = {name: golden.evaluate(golden_set, p.settings, profile=name) for name, p in profiles.items()}
+    texts = dict(
+        Memory.objects.filter(
+            pk__in={pk for run in runs.values() for o in run.outcomes for pk in o.recalled + o.expected}
+        ).values_list("pk", "text")
+    )
+    texts = {str(pk): text for pk, text in texts.items()}
+    first = runs[a]
+    second = runs.get(b) if b and b != a else None
+    rows = []
+    movements = {m.query_id: m for m in golden.compare(first, second)} if second else {}
+    for outcome in first.outcomes:
+        other = second.by_query.get(outcome.query_id) if second else None
+        rows.append(
+            {
+                "outcome": outcome,
+                "other": other,
+                "movement": movements.get(outcome.query_id),
+                "expected": [(pk, texts.get(pk, "")) for pk in outcome.expected],
+                "recalled": [(pk, texts.get(pk, ""), pk in outcome.expected) for pk in outcome.recalled],
+                "recalled_b": [(pk, texts.get(pk, ""), pk in outcome.expected) for pk in other.recalled]
+                if other
+                else [],
+            }
+        )
+    metric_names = list(first.metrics)
+    metrics = [(name, first.metrics[name], second.metrics.get(name) if second else None) for name in metric_names]
+    return {"a": a, "b": b if second else None, "metrics": metrics, "rows": rows, "texts": texts, "ran": True}

@@ -1,0 +1,154 @@
+"""`POST /api/recall/` and `manage.py recall`: the pipeline's contract, errors, tokens, traces, profiles."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memoryui.models import Memory, MemoryEvent
+from recall.models import RecallProfile, RecallTrace
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = "Parameter schema for article-list-query: page_size int ≤ 50, query string."
+ESCALATION = "Escalation path for article-list-query: the owner is the ATA platform team."
+PHONE = "The user's phone number is 18600000000."
+
+
+@pytest.fixture
+def store(indexes, write) -> dict[str, Memory]:
+    memories = {text: write(text, kind="procedure") for text in (SCHEMA, ESCALATION)}
+    memories[PHONE] = write(PHONE, kind="entity", entity_key="phone:18600000000")
+    memories["other"] = write("Escalation for article-list-query in agent:other.", scope="agent:other")
+    return memories
+
+
+def post(client, body: dict, **extra):
+    return client.post("/api/recall/", data=json.dumps(body), content_type="application/json", **extra)
+
+
+def bearer(key: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+
+
+def test_recall_answers_the_contract_and_counts_the_recall(store, client, agent_token):
+    body = {"query": "article-list-query", "scope": "main", "tools": ["mcp__ata__article-list-query"], "limit": 3}
+    response = post(client, body, **bearer(agent_token))
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["mode"] == "heuristic" and "not configured" in answer["fallback_reason"]
+    assert [s["text"] for s in answer["selected"]] == [ESCALATION]
+    assert set(answer["selected"][0]) >= {"id", "text", "kind", "tier", "score"}
+    decisions = {c["id"]: c for c in answer["candidates"]}
+    schema = decisions[str(store[SCHEMA].pk)]
+    assert schema["decision"] == "filtered"
+    assert schema["reasons"] == ["active tool mcp__ata__article-list-query + marker 'parameter schema'"]
+    assert answer["block"].splitlines()[1].startswith(f"- [{store[ESCALATION].pk}]")
+    assert answer["tools"] == ["mcp__ata__article-list-query"] and answer["scope"] == "agent:main"
+    [event] = MemoryEvent.objects.filter(action="recalled")
+    assert event.memory_id == store[ESCALATION].pk and event.actor == "token:agent"
+    assert Memory.objects.get(pk=store[ESCALATION].pk).access_count == 1
+
+
+def test_bad_requests_are_400_naming_each_field(store, client, agent_token):
+    body = {"query": "  ", "scope": "Not A Scope!", "tools": "mcp__x", "limit": "many"}
+    response = post(client, body, **bearer(agent_token))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert set(error["details"]) == {"scope", "tools", "limit"}
+    empty = post(client, {"query": "  ", "scope": "main"}, **bearer(agent_token))
+    assert empty.status_code == 400 and "empty" in empty.json()["error"]["details"]["query"][0]
+    missing = post(client, {}, **bearer(agent_token))
+    assert set(missing.json()["error"]["details"]) == {"query", "scope"}
+    unknown = post(client, {"query": "x y", "scope": "main", "profile": "nope"}, **bearer(agent_token))
+    assert "no profile named 'nope'" in unknown.json()["error"]["details"]["profile"][0]
+
+
+def test_a_token_recalls_only_in_its_own_scopes_and_anonymous_callers_are_401(store, client, mallory_token):
+    response = post(client, {"query": "article-list-query", "scope": "main"}, **bearer(mallory_token))
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+    own = post(client, {"query": "escalation article-list-query", "scope": "agent:other"}, **bearer(mallory_token))
+    assert [s["id"] for s in own.json()["selected"]] == [str(store["other"].pk)]
+    assert post(client, {"query": "x", "scope": "main"}).status_code == 401
+
+
+def test_recalls_are_traced_on_request_or_by_the_sampling_rate(store, client, agent_token, settings):
+    settings.MEMORYUI_RECALL_TRACE_RATE = 0.0
+    untraced = post(client, {"query": "18600000000", "scope": "main"}, **bearer(agent_token)).json()
+    assert untraced["trace_id"] is None and not RecallTrace.objects.exists()
+    traced = post(client, {"query": "18600000000", "scope": "main", "trace": True}, **bearer(agent_token)).json()
+    trace = RecallTrace.objects.get(pk=traced["trace_id"])
+    assert trace.source == "api" and trace.actor == "token:agent" and trace.scope == "agent:main"
+    assert trace.selected_ids == [str(store[PHONE].pk)] and trace.block == traced["block"]
+    assert trace.knobs["rrf_k"] == 60 and trace.profile_name == "default"
+    settings.MEMORYUI_RECALL_TRACE_RATE = 1.0
+    sampled = post(client, {"query": "18600000000", "scope": "main"}, **bearer(agent_token)).json()
+    assert sampled["trace_id"] is not None
+    never = post(client, {"query": "18600000000", "scope": "main", "trace": False}, **bearer(agent_token)).json()
+    assert never["trace_id"] is None and RecallTrace.objects.count() == 2
+
+
+def test_a_profile_changes_the_knobs_the_recall_runs_with(store, client, agent_token):
+    RecallProfile.objects.create(name="one-only", knobs={"limit": 1, "selector": False})
+    body = {"query": "article-list-query", "scope": "main", "profile": "one-only", "trace": True}
+    answer = post(client, body, **bearer(agent_token)).json()
+    assert answer["profile"] == "one-only" and answer["limit"] == 1 and len(answer["selected"]) == 1
+    assert answer["fallback_reason"] == "selector off in this profile"
+    assert RecallTrace.objects.get(pk=answer["trace_id"]).profile.name == "one-only"
+
+
+def test_the_recall_command_prints_the_contract_as_json(store):
+    out = io.StringIO()
+    call_command(
+        "recall", "article-list-query", "--scope", "main", "--tools", "ata::article-list-query", "--json", stdout=out
+    )
+    answer = json.loads(out.getvalue())
+    assert {"mode", "fallback_reason", "selected", "candidates", "block"} <= set(answer)
+    assert [s["text"] for s in answer["selected"]] == [ESCALATION]
+    assert all({"id", "decision", "reasons"} <= set(c) for c in answer["candidates"])
+    assert Memory.objects.get(pk=store[ESCALATION].pk).access_count == 1
+
+
+def test_the_recall_command_explains_in_text_and_can_dry_run_and_trace(store):
+    out = io.StringIO()
+    call_command("recall", "18600000000", "--scope", "main", "--dry-run", "--trace", stdout=out)
+    text = out.getvalue()
+    assert "answered by: heuristic" in text and "selected" in text and PHONE in text
+    assert "trace saved:" in text and RecallTrace.objects.get().source == "cli"
+    assert Memory.objects.get(pk=store[PHONE].pk).access_count == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["   ", "--scope", "main"], "query: The query is empty"),
+        (["x y", "--scope", "Bad Scope!"], "--scope:"),
+        (["x y", "--scope", "main", "--profile", "nope"], "--profile: no profile named 'nope'"),
+    ],
+)
+def test_the_recall_command_fails_clearly(store, args, message):
+    with pytest.raises(CommandError, match=message.replace("(", r"\(")):
+        call_command("recall", *args, stdout=io.StringIO())
+
+
+def test_agents_get_compact_candidates_and_explain_gives_every_one_in_full(store, client, agent_token):
+    body = {"query": "article-list-query", "scope": "main", "tools": ["mcp__ata__article-list-query"]}
+    compact = post(client, body, **bearer(agent_token)).json()
+    assert all(
+        set(c) == {"id", "decision", "reasons", "score", "fused_score", "vector_rank", "bm25_rank"}
+        for c in compact["candidates"]
+    )
+    below = [c for c in compact["candidates"] if c["decision"] == "below_floor"]
+    assert len(below) <= 5
+    full = post(client, {**body, "explain": True}, **bearer(agent_token)).json()
+    assert len(full["candidates"]) >= len(compact["candidates"])
+    schema = next(c for c in full["candidates"] if c["id"] == str(store[SCHEMA].pk))
+    assert schema["text"] == SCHEMA and schema["heuristic"]["decision"] == "filtered"
+    assert [c["id"] for c in full["candidates"] if c["decision"] != "below_floor"] == [
+        c["id"] for c in compact["candidates"] if c["decision"] != "below_floor"
+    ]
