@@ -18,12 +18,13 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@touch $(STAMP)
 
 # The web server and, beside it, the Celery worker that does the background work (index
-# updates); with no CELERY_BROKER_URL they talk through a SQLite broker file in the data dir.
+# updates, extraction, clean-up) with the embedded scheduler (--beat: decay of expired memories);
+# with no CELERY_BROKER_URL they talk through a SQLite broker file in the data dir.
 # Stopping `make run` (Ctrl-C) stops both.
 run: install
 	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)/
 	@trap 'kill 0' INT TERM EXIT; \
-	$(VENV)/bin/celery -A memoryui worker --concurrency 1 --loglevel WARNING & \
+	$(VENV)/bin/celery -A memoryui worker --beat --concurrency 1 --loglevel WARNING & \
 	$(VENV)/bin/gunicorn memoryui.wsgi --bind $(HOST):$(PORT) --workers 2 --threads 4 \
 		--access-logfile - --error-logfile - --log-level warning
 

@@ -161,26 +161,10 @@ def _decide(
     if round_ is not None and round_.state == "in_flight":
         reason = "in-flight round: never extracted until the round completes"
     reason = reason or rules_l0.source_filter(msg.role, msg.channel, msg.source)
-    if reason is None and (fingerprint := rules_l0.internal_fingerprint(msg.content, fingerprints)):
-        reason = f"internal prompt (fingerprint '{fingerprint}')"
-    if reason is None and (why := rules_l0.salience(msg.content)):
-        reason = f"not knowledge: {why}"
-    facts = [] if reason else rules_l0.l0_extract(msg.content)
-    mode, endpoint = l1
-    if reason is None and mode != "off" and (mode == "always" or not facts):
-        if endpoint is None:
-            if not facts:
-                reason = "no durable fact found (L0; no LLM configured for L1)"
-        else:
-            try:
-                facts += extraction_l1.l1_extract(msg.content, endpoint, context=context)
-            except extraction_l1.L1Failed as exc:
-                if not facts:
-                    reason = f"L1 answer rejected: {exc}"
-    if reason is None and not facts:
-        reason = (
-            "no durable fact found (L0, L1)" if endpoint is not None and mode != "off" else "no durable fact found (L0)"
-        )
+    reason = reason or not_knowledge(msg.content, fingerprints)
+    facts = []
+    if reason is None:
+        facts, reason = find_facts(msg.content, l1, context=context)
     if reason:
         outcomes = [Outcome(message=msg.index, action="skipped", reason=reason, text=excerpt)]
         if not dry_run:
@@ -193,6 +177,45 @@ def _decide(
     return outcomes
 
 
+def not_knowledge(text: str, fingerprints) -> str | None:
+    """Why a user's text is not knowledge at all (a leaked internal prompt, chit-chat, a
+    question, a one-off request), or None when it may hold some."""
+    if fingerprint := rules_l0.internal_fingerprint(text, fingerprints):
+        return f"internal prompt (fingerprint '{fingerprint}')"
+    if why := rules_l0.salience(text):
+        return f"not knowledge: {why}"
+    return None
+
+
+def find_facts(text: str, l1: tuple, *, context: str = "") -> tuple[list, str | None]:
+    """The durable facts in a salient text (L0, then L1 by `l1` = (mode, endpoint)), and when
+    there are none, why."""
+    facts = rules_l0.l0_extract(text)
+    mode, endpoint = l1
+    reason = None
+    if mode != "off" and (mode == "always" or not facts):
+        if endpoint is None:
+            if not facts:
+                reason = "no durable fact found (L0; no LLM configured for L1)"
+        else:
+            try:
+                facts += extraction_l1.l1_extract(text, endpoint, context=context)
+            except extraction_l1.L1Failed as exc:
+                if not facts:
+                    reason = f"L1 answer rejected: {exc}"
+    if reason is None and not facts:
+        reason = (
+            "no durable fact found (L0, L1)" if endpoint is not None and mode != "off" else "no durable fact found (L0)"
+        )
+    return facts, reason
+
+
+def fact_source(fact) -> str:
+    if fact.explicit:
+        return "remember"
+    return "extractor:l1" if fact.rule == extraction_l1.RULE else "extractor:l0"
+
+
 def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str) -> Outcome:
     guard = rules_l0.tool_guard(fact.text)
     if guard:
@@ -203,9 +226,7 @@ def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str) -> Outcome:
         "text": fact.text,
         "confidence": fact.confidence,
         "entity_key": fact.entity_key,
-        "source": "remember"
-        if fact.explicit
-        else ("extractor:l1" if fact.rule == extraction_l1.RULE else "extractor:l0"),
+        "source": fact_source(fact),
         "metadata": {"origin": {"transcript": str(transcript.pk), "message": msg.index}, "rule": fact.rule},
     }
     if dry_run:

@@ -138,9 +138,10 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
         return outcome.memory, outcome.created
 
     def write_outcome(
-        self, *, actor: str, id: uuid.UUID | None = None, semantic: bool = True, **fields
+        self, *, actor: str, id: uuid.UUID | None = None, semantic: bool = True, batch=None, **fields
     ) -> WriteOutcome:
-        """`write`, telling also which dedup layer merged it and at what similarity."""
+        """`write`, telling also which dedup layer merged it and at what similarity; `batch` marks
+        the created or merged event as part of a batch (undone together)."""
         clean, placement, hash_ = self._prepare(fields)
         neighbours, skipped, embedded = self._semantic_neighbours(clean, hash_) if semantic else ([], None, None)
         with transaction.atomic():
@@ -152,7 +153,7 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
                 duplicate, similarity = self._semantic_duplicate(clean, neighbours)
             if duplicate:
                 existing, layer = duplicate
-                existing.merge_duplicate(clean, layer=layer, actor=actor, similarity=similarity)
+                existing.merge_duplicate(clean, layer=layer, actor=actor, similarity=similarity, batch=batch)
                 return WriteOutcome(existing, False, layer=layer, similarity=similarity)
             now = timezone.now()
             tier = clean.pop("tier", None) or placement.tier
@@ -167,7 +168,7 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             if id is not None:
                 memory.id = id
             memory.save(force_insert=True)
-            memory.record("created", actor=actor, after=memory.snapshot(), reason=skipped or "")
+            memory.record("created", actor=actor, after=memory.snapshot(), reason=skipped or "", batch=batch)
             if embedded is not None:
                 embedder_name, vector = embedded
                 PendingVector.objects.create(
@@ -364,9 +365,17 @@ class Memory(models.Model):
         after: dict | None = None,
         reason: str = "",
         batch: uuid.UUID | None = None,
+        previous_updated_at=None,
     ) -> MemoryEvent:
         return MemoryEvent.objects.create(
-            memory=self, action=action, actor=actor, before=before, after=after, reason=reason, batch=batch
+            memory=self,
+            action=action,
+            actor=actor,
+            before=before,
+            after=after,
+            reason=reason,
+            batch=batch,
+            previous_updated_at=previous_updated_at,
         )
 
     def _change(self, action: str, changes: dict, *, actor: str, reason: str = "", batch=None) -> bool:
@@ -375,18 +384,26 @@ class Memory(models.Model):
         if not changed:
             return False
         before = self.snapshot(list(changed))
+        previous_updated_at = self.updated_at
         for name, value in changed.items():
             setattr(self, name, value)
         try:
             with transaction.atomic():
                 self.save(update_fields=list(changed))
                 self.record(
-                    action, actor=actor, before=before, after=self.snapshot(list(changed)), reason=reason, batch=batch
+                    action,
+                    actor=actor,
+                    before=before,
+                    after=self.snapshot(list(changed)),
+                    reason=reason,
+                    batch=batch,
+                    previous_updated_at=previous_updated_at,
                 )
         except IntegrityError:
             message = f"another active memory in {self.scope} already has entity_key {self.entity_key}"
             for name, value in before.items():
                 setattr(self, name, Memory._meta.get_field(name).to_python(value))
+            self.updated_at = previous_updated_at
             raise ConflictError(message) from None
         return True
 
@@ -413,6 +430,23 @@ class Memory(models.Model):
             batch=batch,
         )
 
+    def mark_duplicate_of(self, canonical: Memory, *, reason: str, actor: str, batch=None) -> bool:
+        """Tombstone this memory as a duplicate folded into `canonical`, linking the two."""
+        metadata = {**(self.metadata or {}), "merged_into": str(canonical.pk)}
+        reason = f"{reason}: merged into {canonical.pk}"
+        return self._change(
+            "tombstoned",
+            {
+                "status": self.Status.TOMBSTONED,
+                "tombstone_reason": reason,
+                "tombstoned_at": timezone.now(),
+                "metadata": metadata,
+            },
+            actor=actor,
+            reason=reason,
+            batch=batch,
+        )
+
     def restore(self, *, actor: str, reason: str = "", batch=None) -> bool:
         if self.status == self.Status.ACTIVE:
             return False
@@ -423,6 +457,13 @@ class Memory(models.Model):
             reason=reason,
             batch=batch,
         )
+
+    def demote(self, *, importance: float, actor: str, reason: str = "", batch=None) -> bool:
+        """Move to peripheral with `importance` and the peripheral TTL (unless pinned: pins never decay)."""
+        changes = {"tier": self.Tier.PERIPHERAL, "importance": importance}
+        if not self.pinned and self.expires_at is None:
+            changes["expires_at"] = timezone.now() + timedelta(days=settings.MEMORYUI_PERIPHERAL_TTL_DAYS)
+        return self._change("demoted", changes, actor=actor, reason=reason, batch=batch)
 
     def set_tier(self, tier: str, *, actor: str, batch=None) -> bool:
         if tier not in rules.TIERS:
@@ -466,6 +507,7 @@ class Memory(models.Model):
         merge event records it.
         """
         before = self.snapshot(["text", "importance", "access_count", "accessed_at"])
+        previous_updated_at = self.updated_at
         self.access_count += 1
         self.accessed_at = timezone.now()
         incoming_importance = incoming.get("importance", self.importance)
@@ -484,6 +526,7 @@ class Memory(models.Model):
             reason=f"duplicate by {layer.replace('_', ' ')}"
             + (f" (cosine similarity {similarity:.3f})" if similarity is not None else ""),
             batch=batch,
+            previous_updated_at=previous_updated_at,
         )
 
 
@@ -621,6 +664,8 @@ class MemoryEvent(models.Model):
     after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True)
     batch = models.UUIDField(null=True, blank=True, db_index=True)
+    # The memory's updated_at before this change, so undoing a batch puts it back exactly.
+    previous_updated_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -642,6 +687,28 @@ class MemoryEvent(models.Model):
         """(field, before, after) for each field the event touched."""
         before, after = self.before or {}, self.after or {}
         return [(name, before.get(name), after.get(name)) for name in dict.fromkeys([*before, *after])]
+
+
+class DistinctPair(models.Model):
+    """Two memories someone judged not to be duplicates: clustering never links them again."""
+
+    scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH)
+    first = models.UUIDField()  # the smaller id of the two
+    second = models.UUIDField()
+    actor = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["first", "second"], name="distinct_pair_unique")]
+        indexes = [models.Index(fields=["scope"], name="distinct_pair_scope")]
+
+    def __str__(self) -> str:
+        return f"{self.first} ≠ {self.second}"
+
+    @classmethod
+    def ordered(cls, a, b) -> tuple[uuid.UUID, uuid.UUID]:
+        a, b = uuid.UUID(str(a)), uuid.UUID(str(b))
+        return (a, b) if a < b else (b, a)
 
 
 TOKEN_PREFIX = "mui_"

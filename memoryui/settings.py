@@ -237,3 +237,17 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # The queue memoryui's tasks go to and its worker consumes (a shared broker may serve others).
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "memoryui")
+# Scheduled work (Celery beat; `make run` runs it inside the embedded worker with -B). Decay
+# tombstones expired peripheral memories every MEMORYUI_DECAY_INTERVAL_MINUTES (0 or off = never).
+MEMORYUI_DECAY_INTERVAL_MINUTES = env_float("MEMORYUI_DECAY_INTERVAL_MINUTES", 60.0) or 0.0
+CELERY_BEAT_SCHEDULE = (
+    {
+        "decay-expired-memories": {
+            "task": "memoryui.tasks.decay_expired_memories",
+            "schedule": MEMORYUI_DECAY_INTERVAL_MINUTES * 60.0,
+        }
+    }
+    if MEMORYUI_DECAY_INTERVAL_MINUTES > 0
+    else {}
+)
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")

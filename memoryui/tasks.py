@@ -66,3 +66,108 @@ def extract_transcript(self, run_id: str) -> dict:
     run.counts = report.counts
     run.finish(result)
     return run.result
+
+
+# --- store hygiene ---------------------------------------------------------------------------
+
+DECAY = "decay"
+CLEANUP = "cleanup"
+DEDUP = "dedup"
+
+
+@shared_task
+def decay_expired_memories(run_id: str | None = None) -> dict:
+    """Tombstone expired peripheral memories (the beat schedule sends this without a run)."""
+    from memoryui import decay
+
+    if run_id is None:
+        run = TaskRun.objects.create(kind=DECAY, actor="schedule", params={})
+    else:
+        run = TaskRun.objects.get(pk=run_id)
+        if run.status == TaskRun.Status.SUCCEEDED:
+            return run.result
+    run.start(decay.expired().count())
+    try:
+        report = decay.decay(actor=f"task:{run.actor}", progress=lambda done: run.advance(done, {"tombstoned": done}))
+    except Exception as exc:
+        logger.exception("decay run %s failed", run.pk)
+        run.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    run.counts = {"tombstoned": report.tombstoned}
+    run.finish(report.to_dict())
+    return run.result
+
+
+def enqueue_cleanup_step(scope: str, step: str, *, actor: str, l1: str = "auto", cleanup: str | None = None) -> TaskRun:
+    """A queued clean-up step (memoryui.cleanup) for the worker, sent once this transaction commits."""
+    run = TaskRun.objects.create(
+        kind=CLEANUP, actor=actor, params={"scope": scope, "step": step, "l1": l1, "cleanup": cleanup}
+    )
+    transaction.on_commit(lambda: run_cleanup_step.delay(str(run.pk)))
+    return run
+
+
+@shared_task(bind=True, max_retries=0)
+def run_cleanup_step(self, run_id: str) -> dict:
+    """Apply one clean-up step. Not retried: a step is recomputed against the store as it is, so
+    running it again after a failure is safe and is left to the person driving the wizard."""
+    from memoryui import cleanup
+
+    run = TaskRun.objects.get(pk=run_id)
+    if run.status == TaskRun.Status.SUCCEEDED:
+        return run.result
+    run.start(0)
+
+    def progress(done: int, total: int, counts: dict) -> None:
+        if run.progress_total != total:
+            run.progress_total = total
+            TaskRun.objects.filter(pk=run.pk).update(progress_total=total)
+        run.advance(done, counts)
+
+    try:
+        report = cleanup.run_step(
+            run.params["scope"],
+            run.params["step"],
+            dry_run=False,
+            actor=f"task:{run.actor}",
+            l1=run.params.get("l1", "auto"),
+            progress=progress,
+        )
+    except Exception as exc:
+        logger.exception("clean-up step %s failed", run.pk)
+        run.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    run.counts = report.counts
+    run.finish(report.to_dict())
+    return run.result
+
+
+def enqueue_dedup(scope: str, *, actor: str, threshold: float) -> TaskRun:
+    run = TaskRun.objects.create(kind=DEDUP, actor=actor, params={"scope": scope, "threshold": threshold})
+    transaction.on_commit(lambda: run_dedup.delay(str(run.pk)))
+    return run
+
+
+@shared_task(bind=True, max_retries=0)
+def run_dedup(self, run_id: str) -> dict:
+    """Merge every duplicate cluster of a scope at the run's threshold, as one batch."""
+    from memoryui import dedup
+
+    run = TaskRun.objects.get(pk=run_id)
+    if run.status == TaskRun.Status.SUCCEEDED:
+        return run.result
+    try:
+        report = dedup.find_clusters(run.params["scope"], threshold=run.params.get("threshold"))
+        run.start(len(report.clusters))
+        batch, results = dedup.merge_all(
+            report,
+            actor=f"task:{run.actor}",
+            progress=lambda done: run.advance(done, {"clusters": done}),
+        )
+    except Exception as exc:
+        logger.exception("dedup run %s failed", run.pk)
+        run.fail(f"{type(exc).__name__}: {exc}")
+        raise
+    run.counts = {"clusters": len(results), "merged": sum(len(r.merged) for r in results)}
+    run.finish({**run.counts, "batch": str(batch) if results else None, "threshold": report.threshold})
+    return run.result

@@ -30,12 +30,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
-from memoryui import extraction, rollup, rules
+from memoryui import decay, extraction, rollup, rules
 from memoryui.api import error_body
 from memoryui.api_transcripts import transcript_detail as detail_of
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryFilterForm, MemoryForm, TokenForm
 from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent, TaskRun, Transcript
-from memoryui.tasks import enqueue_extraction
+from memoryui.tasks import DECAY, decay_expired_memories, enqueue_extraction
 from recall.documents import IndexUnavailable
 from recall.fusion import LIMIT_MAX
 from recall.search import search
@@ -726,7 +726,23 @@ def task_list(request):
     context = {"page": page, "status": status, "statuses": TaskRun.Status.values}
     if _wants_fragment(request):
         return _render(request, "memoryui/partials/task_rows.html", context)
+    context["schedule"] = {
+        "every_minutes": settings.MEMORYUI_DECAY_INTERVAL_MINUTES,
+        "last": TaskRun.objects.filter(kind=DECAY).first(),
+        "expired": decay.expired().count(),
+    }
     return _render(request, "memoryui/task_list.html", context)
+
+
+@login_required_htmx
+@require_POST
+def task_decay_now(request):
+    """Run the scheduled decay now (as a task, like the schedule does)."""
+    with transaction.atomic():
+        run = TaskRun.objects.create(kind=DECAY, actor=_actor(request), params={})
+        transaction.on_commit(lambda: decay_expired_memories.delay(str(run.pk)))
+    messages.success(request, "Decay queued.")
+    return redirect(run)
 
 
 @login_required_htmx

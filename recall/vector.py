@@ -274,6 +274,23 @@ class VectorIndex:
                 offset += PAGE
         return found
 
+    def vectors(self, scope: str) -> dict[str, tuple[str, np.ndarray]]:
+        """Every entry of `scope` as id -> (the text it embeds, its vector), read page by page."""
+        found: dict[str, tuple[str, np.ndarray]] = {}
+        offset = 0
+        while True:
+            with self._using("read the index") as collections:
+                collection = collections.get(scope)
+                if collection is None:
+                    return found
+                page = collection.get(include=["documents", "embeddings"], limit=PAGE, offset=offset)
+            embeddings = page["embeddings"] if page["embeddings"] is not None else []
+            for pk, text, vector in zip(page["ids"], page["documents"] or [], embeddings, strict=True):
+                found[pk] = (text or "", np.asarray(vector, dtype=np.float32))
+            if len(page["ids"]) < PAGE:
+                return found
+            offset += PAGE
+
     def count(self) -> int:
         with self._using("count the index") as collections:
             return sum(collection.count() for collection in collections.values())

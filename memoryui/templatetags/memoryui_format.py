@@ -59,3 +59,9 @@ def signed5(value: float | None) -> str:
 def get_item(mapping, key):
     """mapping[key] in a template (None when missing)."""
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def words(name: str) -> str:
+    """A count's key as words: "typed_added" → "typed added"."""
+    return str(name).replace("_", " ")

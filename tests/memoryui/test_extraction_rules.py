@@ -130,6 +130,7 @@ def test_chit_chat_nudges_and_complaints_produce_nothing(text):
         ("你用美团skill搜索一下看看", "one-off request"),
         ("search for flights to Tokyo", "one-off request"),
         ("帮我查一下明天北京的天气", "one-off request"),
+        ("用飞书给他发个消息", "one-off request"),
         ("我的幸运数字是啥?", "question"),
         ("what is my name?", "question"),
         ("what's my lucky number?", "question"),
@@ -144,8 +145,12 @@ def test_salience_says_why_a_message_is_not_knowledge(text, reason):
 
 
 @pytest.mark.parametrize(
-    "text", ["我叫东升", "I prefer tabs", "不要用 emoji", "my lucky number is 7", "记住：每周五开周会", "我在杭州工作"]
-)
+    "text",
+    [
+        "我叫东升", "I prefer tabs", "不要用 emoji", "my lucky number is 7", "记住：每周五开周会", "我在杭州工作",
+        "用户的团队在 IDC 跑了 1000 张 GPU。",  # 用户 ("the user") is not the verb 用 ("use …")
+    ],
+)  # fmt: skip
 def test_salience_never_rejects_a_message_stating_knowledge_however_short(text):
     assert salience(text) is None
 

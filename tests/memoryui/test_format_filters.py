@@ -8,7 +8,7 @@ from django.template.defaultfilters import date as date_filter
 from django.template.defaultfilters import floatformat, truncatechars
 from django.utils import timezone
 
-from memoryui.templatetags.memoryui_format import fixed2, isotime, minute, shorten
+from memoryui.templatetags.memoryui_format import fixed2, isotime, minute, shorten, words
 
 
 def test_shorten_matches_truncatechars():
@@ -26,3 +26,8 @@ def test_minute_and_isotime_match_the_date_filter():
 def test_fixed2_matches_floatformat():
     for value in (0.0, 0.5, 0.955, 1.0, 0.12345, 0.125, 0.135):
         assert fixed2(value) == floatformat(value, 2)
+
+
+def test_words_spells_out_a_count_key():
+    assert words("typed_added") == "typed added"
+    assert words("tombstone") == "tombstone"

@@ -1,0 +1,271 @@
+"""One-shot clean-up of a polluted legacy store (DESIGN.md "Raw transcript stored as memory").
+
+A store an auto-capture path filled with raw user messages (every one a `note`) is cleaned in
+four steps, each previewed first (counts and examples, nothing written) and then applied as
+one batch of events that `undo.undo_batch` reverts exactly:
+
+    snapshot  the scope, tombstoned memories included, written to a JSONL backup in the data dir
+    internal  notes that are leaked internal prompts (the fingerprints) or not knowledge at all
+              (chit-chat, nudges, complaints, questions, one-off requests) are tombstoned,
+              repeats included
+    extract   the rest go through the write path's extractors (L0, and L1 when an LLM is
+              configured): each durable fact is written as a typed memory, and the note is
+              tombstoned once everything it held is stored
+    demote    notes still left (no fact found, nothing certain) go to peripheral with
+              importance 0.1 and the peripheral TTL, so decay retires them unless someone acts
+
+Only active, unpinned notes are touched: typed memories and pinned notes are the user's.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memoryui import extraction, extraction_l1, jsonl, rules
+from memoryui import extraction_rules as rules_l0
+from memoryui.models import Memory
+
+STEPS = ("snapshot", "internal", "extract", "demote")
+STEP_TITLES = {
+    "snapshot": "Back up the scope",
+    "internal": "Tombstone internal prompts and chit-chat",
+    "extract": "Extract typed memories, then tombstone the raw notes",
+    "demote": "Demote what is left to peripheral",
+}
+DEMOTED_IMPORTANCE = 0.1
+EXAMPLES = 8
+
+
+@dataclass
+class Action:
+    """What a step does (or would do) to one note."""
+
+    memory_id: str
+    text: str
+    action: str  # tombstone | extract | demote | keep
+    reason: str
+    facts: list[dict] = field(default_factory=list)  # extract: the typed memories written or merged into
+
+    def to_dict(self) -> dict:
+        data = {"id": self.memory_id, "text": self.text, "action": self.action, "reason": self.reason}
+        if self.facts:
+            data["facts"] = self.facts
+        return data
+
+
+@dataclass
+class StepReport:
+    scope: str
+    step: str
+    dry_run: bool
+    actions: list[Action] = field(default_factory=list)
+    batch: str | None = None  # the batch to undo (None for a dry run or a step that changed nothing)
+    backup: str | None = None  # snapshot: the file written (or that would be)
+    backed_up: int = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counted = Counter(action.action for action in self.actions)
+        counts = dict(sorted(counted.items()))
+        if self.step == "extract":
+            facts = [fact for action in self.actions for fact in action.facts]
+            counts["typed_added"] = sum(1 for fact in facts if fact["action"] == "added")
+            counts["typed_merged"] = sum(1 for fact in facts if fact["action"] == "merged")
+        if self.step == "snapshot":
+            counts["backed_up"] = self.backed_up
+        return counts
+
+    def reasons(self) -> list[tuple[str, int]]:
+        """How many notes each reason covers, most first (the preview's summary)."""
+        counted = Counter(_reason_family(action.reason) for action in self.actions)
+        return counted.most_common()
+
+    def examples(self, limit: int = EXAMPLES) -> list[Action]:
+        return self.actions[:limit]
+
+    def to_dict(self) -> dict:
+        return {
+            "scope": self.scope,
+            "step": self.step,
+            "dry_run": self.dry_run,
+            "batch": self.batch,
+            "backup": self.backup,
+            "counts": self.counts,
+            "reasons": dict(self.reasons()),
+            "actions": [action.to_dict() for action in self.actions],
+        }
+
+
+def _reason_family(reason: str) -> str:
+    """'internal prompt (fingerprint 'X')' → 'internal prompt'; 'not knowledge: question' stays."""
+    return re.sub(r"\s*\(.*\)$", "", reason)
+
+
+def notes(scope: str) -> list[Memory]:
+    """The notes a clean-up may touch: active, unpinned, in `scope`, oldest first."""
+    return list(
+        Memory.objects.active().filter(scope=scope, kind=Memory.Kind.NOTE, pinned=False).order_by("created_at", "id")
+    )
+
+
+def run_step(
+    scope: str,
+    step: str,
+    *,
+    dry_run: bool,
+    actor: str,
+    l1: str = "auto",
+    fingerprints: list[str] | None = None,
+    progress=None,
+) -> StepReport:
+    """Preview (`dry_run`) or apply one step against the store as it is now."""
+    if step not in STEPS:
+        raise rules.MemoryValidationError({"step": [f"{step!r} is not one of: {', '.join(STEPS)}"]})
+    if l1 not in extraction.L1_MODES:
+        raise rules.MemoryValidationError({"l1": [f"must be one of {', '.join(extraction.L1_MODES)}"]})
+    scope = rules.normalize_scope(scope)
+    report = StepReport(scope=scope, step=step, dry_run=dry_run)
+    if step == "snapshot":
+        _snapshot(report)
+        return report
+    batch = uuid.uuid4()
+    fingerprints = fingerprints if fingerprints is not None else settings.MEMORYUI_INTERNAL_FINGERPRINTS
+    endpoint = extraction_l1.endpoint() if step == "extract" and l1 != "off" else None
+    candidates = notes(scope)
+    for done, note in enumerate(candidates, 1):
+        if step == "internal":
+            action = _internal(note, fingerprints, dry_run=dry_run, actor=actor, batch=batch)
+        elif step == "extract":
+            action = _extract(note, (l1, endpoint), dry_run=dry_run, actor=actor, batch=batch)
+        else:
+            action = _demote(note, dry_run=dry_run, actor=actor, batch=batch)
+        if action is not None:
+            report.actions.append(action)
+        if progress:
+            progress(done, len(candidates), report.counts)
+    if not dry_run and report.actions:
+        report.batch = str(batch)
+    return report
+
+
+def backup_dir() -> Path:
+    path = settings.DATA_DIR / "backups"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _snapshot(report: StepReport) -> None:
+    slug = re.sub(r"[^a-z0-9]+", "-", report.scope.lower()).strip("-") or "scope"
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%S%fZ")
+    path = backup_dir() / f"{slug}-{stamp}.jsonl"
+    lines = jsonl.export_lines(scope=report.scope, include_tombstoned=True)
+    if report.dry_run:
+        report.backed_up = Memory.objects.filter(scope=report.scope).count()
+    else:
+        report.backed_up = jsonl.write_export(path, lines)
+    report.backup = str(path)
+
+
+def _excerpt(text: str) -> str:
+    return extraction._excerpt(text, 160)
+
+
+def _internal(note: Memory, fingerprints, *, dry_run: bool, actor: str, batch) -> Action | None:
+    role = (note.metadata or {}).get("role")
+    reason = f"not the user's words (role {role})" if role in ("assistant", "tool", "system") else None
+    reason = reason or extraction.not_knowledge(note.text, fingerprints)
+    if reason is None:
+        return None
+    if not dry_run:
+        note.tombstone(f"clean-up: {reason}", actor=actor, batch=batch)
+    return Action(str(note.pk), _excerpt(note.text), "tombstone", reason)
+
+
+def _extract(note: Memory, l1: tuple, *, dry_run: bool, actor: str, batch) -> Action | None:
+    if extraction.not_knowledge(note.text, None) and not rules_l0.l0_extract(note.text):
+        return None  # the internal step's to take; left alone when it was skipped
+    found, _ = extraction.find_facts(note.text, l1)
+    facts = [fact for fact in found if not rules_l0.tool_guard(fact.text)]
+    if not facts:
+        return None
+    with transaction.atomic():
+        # The typed memories' created/merged events join the batch: undo takes them back too.
+        written = [_write_fact(note, fact, dry_run=dry_run, actor=actor, batch=batch) for fact in facts]
+        if not dry_run:
+            stored = ", ".join(f["id"] for f in written)
+            note.tombstone(f"clean-up: knowledge stored as typed memories ({stored})", actor=actor, batch=batch)
+    kinds = ", ".join(sorted({f["kind"] for f in written}))
+    return Action(str(note.pk), _excerpt(note.text), "extract", f"stated facts → {kinds}", written)
+
+
+def _write_fact(note: Memory, fact, *, dry_run: bool, actor: str, batch) -> dict:
+    fields = {
+        "scope": note.scope,
+        "kind": fact.kind,
+        "text": fact.text,
+        "confidence": fact.confidence,
+        "entity_key": fact.entity_key,
+        "source": Memory.Source.CLEANUP,
+        "metadata": {
+            "origin": {"memory": str(note.pk)},
+            "rule": fact.rule,
+            "extracted_as": extraction.fact_source(fact),
+        },
+    }
+    # Layers 1-2 only: a typed fact must never fold into one of the raw notes being cleaned
+    # (the semantic layer cannot tell a note from the statement it holds). `dedup` finds the rest.
+    if dry_run:
+        outcome = Memory.objects.preview_write(semantic=False, **fields)
+    else:
+        outcome = Memory.objects.write_outcome(actor=actor, semantic=False, batch=batch, **fields)
+    memory = outcome.memory
+    return {
+        "action": "added" if outcome.created else "merged",
+        "id": str(memory.pk) if memory.pk and (not dry_run or not outcome.created) else None,
+        "kind": memory.kind,
+        "tier": memory.tier,
+        "text": memory.text if outcome.created else fact.text,
+        "entity_key": memory.entity_key,
+    }
+
+
+def _demote(note: Memory, *, dry_run: bool, actor: str, batch) -> Action | None:
+    if note.tier == Memory.Tier.PERIPHERAL and note.importance <= DEMOTED_IMPORTANCE:
+        return None
+    reason = "no durable fact found: kept, but peripheral and expiring"
+    if not dry_run:
+        note.demote(importance=DEMOTED_IMPORTANCE, actor=actor, reason=f"clean-up: {reason}", batch=batch)
+    return Action(str(note.pk), _excerpt(note.text), "demote", reason)
+
+
+def run_all(scope: str, *, dry_run: bool, actor: str, l1: str = "auto") -> list[StepReport]:
+    """Every step in order (each applied before the next is computed, unless `dry_run`).
+
+    A dry run of later steps is computed as if the earlier ones had been applied: it runs the
+    steps inside a transaction that is rolled back, so nothing is written.
+    """
+    if not dry_run:
+        return [run_step(scope, step, dry_run=False, actor=actor, l1=l1) for step in STEPS]
+    reports = []
+    try:
+        with transaction.atomic():
+            for step in STEPS:
+                report = run_step(scope, step, dry_run=step == "snapshot", actor=actor, l1=l1)
+                report.dry_run, report.batch = True, None
+                reports.append(report)
+            raise _Rollback
+    except _Rollback:
+        pass
+    return reports
+
+
+class _Rollback(Exception):
+    pass

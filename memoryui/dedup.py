@@ -1,0 +1,550 @@
+"""Duplicate clusters over a whole scope (DESIGN.md "Write path", step 7, applied after the fact).
+
+The write path merges a duplicate as it arrives; a store that was written without dedup (a
+legacy import, a restore, a store from before the threshold was tuned) needs the same three
+layers applied to what it already holds:
+
+    exact       the same normalized text (content hash)
+    entity_key  the same `type:value`: the memory's own key, or the one key the L0 extractor
+                finds in its text ("我的幸运数字是 88 66 99" and an entity memory
+                lucky_number:88-66-99 say the same thing)
+    semantic    passage embeddings at least `threshold` cosine-similar, unless the numbers
+                differ, one negates the other, or their entity keys differ
+
+Linked memories form a cluster (union-find); the proposed canonical memory is the one a reader
+would keep: pinned, higher tier, typed rather than a note, keyed, more important, more used,
+older. Merging keeps the canonical, folds the others in (access counts summed, importance and
+text merged as the write path does, the better tier and pin kept) and tombstones them with a
+link; every change is an event in one batch, which `undo.undo_batch` reverts exactly.
+
+Clustering reads and changes nothing, so a threshold can be replayed freely: `compare` says
+which clusters would form, grow, join, shrink, split or dissolve at another threshold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memoryui import extraction_rules, rules
+from memoryui.models import DistinctPair, Memory
+
+logger = logging.getLogger(__name__)
+
+LAYERS = ("exact", "entity_key", "semantic")
+LAYER_LABELS = {"exact": "same text", "entity_key": "same entity key", "semantic": "similar meaning"}
+REPLAY_RANGE = (0.90, 1.0)  # the thresholds the replay slider offers
+_ROWS_PER_BLOCK = 1024  # similarity rows computed at a time: 1024 x n float32
+
+
+def default_threshold() -> float:
+    """The semantic layer's threshold: the write path's, or 0.985 when that layer is off."""
+    configured = settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD
+    return configured if configured is not None else 0.985
+
+
+@dataclass(frozen=True)
+class Link:
+    a: str
+    b: str
+    layer: str
+    similarity: float | None = None
+    detail: str = ""  # the entity key, for the entity_key layer
+
+    def to_dict(self) -> dict:
+        data = {"a": self.a, "b": self.b, "layer": self.layer}
+        if self.similarity is not None:
+            data["similarity"] = round(self.similarity, 4)
+        if self.detail:
+            data["detail"] = self.detail
+        return data
+
+
+@dataclass(frozen=True)
+class KeptApart:
+    """A pair above the threshold that a guard kept out of one cluster, and why."""
+
+    a: str
+    b: str
+    similarity: float
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "similarity": round(self.similarity, 4), "reason": self.reason}
+
+
+@dataclass
+class Member:
+    memory: Memory
+    similarity: float | None = None  # cosine similarity to the canonical memory
+    link: Link | None = None  # how it joined: its strongest link to the canonical, else to any member
+
+    def to_dict(self) -> dict:
+        m = self.memory
+        data = {
+            "id": str(m.pk),
+            "text": m.text,
+            "kind": m.kind,
+            "tier": m.tier,
+            "pinned": m.pinned,
+            "importance": m.importance,
+            "access_count": m.access_count,
+            "entity_key": m.entity_key,
+            "created_at": m.created_at.isoformat(),
+        }
+        if self.similarity is not None:
+            data["similarity"] = round(self.similarity, 4)
+        if self.link is not None:
+            data["layer"] = self.link.layer
+        return data
+
+
+@dataclass
+class Cluster:
+    scope: str
+    members: list[Member]  # the proposed canonical first
+    links: list[Link]
+
+    @property
+    def key(self) -> str:
+        """A stable name for this set of memories (the same set gets the same key)."""
+        return cluster_key(m.memory.pk for m in self.members)
+
+    @property
+    def canonical(self) -> Memory:
+        return self.members[0].memory
+
+    @property
+    def duplicates(self) -> list[Memory]:
+        return [m.memory for m in self.members[1:]]
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(str(m.memory.pk) for m in self.members)
+
+    @property
+    def layer(self) -> str:
+        """The strongest layer linking the cluster (exact > entity key > semantic)."""
+        return min((link.layer for link in self.links), key=LAYERS.index)
+
+    @property
+    def label(self) -> str:
+        return LAYER_LABELS[self.layer]
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key,
+            "scope": self.scope,
+            "layer": self.layer,
+            "canonical": str(self.canonical.pk),
+            "members": [member.to_dict() for member in self.members],
+            "links": [link.to_dict() for link in self.links],
+        }
+
+
+@dataclass
+class ClusterReport:
+    scope: str
+    threshold: float
+    memories: int  # active memories clustered
+    clusters: list[Cluster] = field(default_factory=list)
+    kept_apart: list[KeptApart] = field(default_factory=list)
+    semantic_skipped: str | None = None  # why the semantic layer did not run
+
+    @property
+    def duplicates(self) -> int:
+        """How many memories merging every cluster would tombstone."""
+        return sum(len(cluster.members) - 1 for cluster in self.clusters)
+
+    def by_layer(self) -> dict[str, int]:
+        counts = dict.fromkeys(LAYERS, 0)
+        for cluster in self.clusters:
+            counts[cluster.layer] += 1
+        return counts
+
+    def to_dict(self) -> dict:
+        return {
+            "scope": self.scope,
+            "threshold": self.threshold,
+            "memories": self.memories,
+            "clusters": len(self.clusters),
+            "duplicates": self.duplicates,
+            "by_layer": self.by_layer(),
+            "semantic_skipped": self.semantic_skipped,
+            "kept_apart": [pair.to_dict() for pair in self.kept_apart],
+            "cluster_list": [cluster.to_dict() for cluster in self.clusters],
+        }
+
+
+def cluster_key(ids) -> str:
+    return hashlib.sha256("|".join(sorted(str(pk) for pk in ids)).encode()).hexdigest()[:12]
+
+
+# --- clustering ------------------------------------------------------------------------------
+
+
+class _UnionFind:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        ri, rj = self.find(i), self.find(j)
+        if ri != rj:
+            self.parent[max(ri, rj)] = min(ri, rj)
+
+
+def canonical_order(memory: Memory) -> tuple:
+    """Sort key: the memory a reader would keep comes first."""
+    return (
+        not memory.pinned,
+        rules.TIERS.index(memory.tier),
+        memory.kind == Memory.Kind.NOTE,
+        not memory.entity_key,
+        -memory.importance,
+        -memory.access_count,
+        memory.created_at,
+        str(memory.pk),
+    )
+
+
+def text_entity_key(text: str) -> str | None:
+    """The one entity key the L0 extractor finds in `text`, if exactly one."""
+    keys = {fact.entity_key for fact in extraction_rules.l0_extract(text) if fact.entity_key}
+    return keys.pop() if len(keys) == 1 else None
+
+
+def passage_vectors(scope: str, memories: list[Memory]) -> np.ndarray:
+    """Unit passage vectors of `memories`: from the vector index where it holds the current text,
+    embedded here otherwise. Raises IndexUnavailable / EmbedderUnavailable."""
+    from recall.index import get_index
+
+    index = get_index("vector")
+    stored = index.vectors(scope)
+    vectors = np.zeros((len(memories), index.embedder.dim), dtype=np.float32)
+    missing = []
+    for row, memory in enumerate(memories):
+        entry = stored.get(str(memory.pk))
+        if entry is not None and entry[0] == memory.text:
+            vectors[row] = entry[1]
+        else:
+            missing.append(row)
+    if missing:
+        vectors[missing] = index.embedder.embed_passages([memories[row].text for row in missing])
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def similar_pairs(vectors: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:
+    """Every (i, j, cosine) with i < j and cosine >= threshold, block by block."""
+    pairs = []
+    n = len(vectors)
+    for start in range(0, n, _ROWS_PER_BLOCK):
+        block = vectors[start : start + _ROWS_PER_BLOCK] @ vectors.T
+        rows, cols = np.nonzero(block >= threshold)
+        for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
+            i = start + row
+            if i < col:
+                pairs.append((i, col, float(block[row, col])))
+    return pairs
+
+
+def find_clusters(
+    scope: str,
+    *,
+    threshold: float | None = None,
+    layers: tuple[str, ...] = LAYERS,
+    memories: list[Memory] | None = None,
+    vectors: np.ndarray | None = None,
+) -> ClusterReport:
+    """The duplicate clusters among the active memories of `scope`; changes nothing.
+
+    `memories` and `vectors` let a caller that replays several thresholds load them once.
+    """
+    from recall.documents import IndexUnavailable
+    from recall.embeddings import EmbedderUnavailable
+
+    scope = rules.normalize_scope(scope)
+    threshold = default_threshold() if threshold is None else threshold
+    if not 0.0 < threshold <= 1.0:
+        raise rules.MemoryValidationError({"threshold": ["must be above 0 and at most 1"]})
+    unknown = sorted(set(layers) - set(LAYERS))
+    if unknown:
+        raise rules.MemoryValidationError({"layers": [f"unknown layer {', '.join(unknown)}"]})
+    if memories is None:
+        memories = active_memories(scope)
+    report = ClusterReport(scope=scope, threshold=threshold, memories=len(memories))
+    if len(memories) < 2:
+        return report
+    ids = [str(m.pk) for m in memories]
+    distinct = _distinct_pairs(scope)
+    keys = [m.entity_key or (text_entity_key(m.text) if "entity_key" in layers else None) for m in memories]
+    links: list[tuple[int, int, Link]] = []
+
+    def link(i: int, j: int, layer: str, similarity: float | None = None, detail: str = "") -> None:
+        if frozenset((ids[i], ids[j])) in distinct:
+            return
+        links.append((i, j, Link(ids[i], ids[j], layer, similarity, detail)))
+
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, memory in enumerate(memories):
+        if "exact" in layers:
+            groups.setdefault(("exact", memory.content_hash), []).append(i)
+        if "entity_key" in layers and keys[i]:
+            groups.setdefault(("entity_key", keys[i]), []).append(i)
+    for (layer, value), rows in groups.items():
+        for j in rows[1:]:
+            link(rows[0], j, layer, detail=value if layer == "entity_key" else "")
+
+    if "semantic" in layers:
+        if vectors is None:
+            try:
+                vectors = passage_vectors(scope, memories)
+            except (IndexUnavailable, EmbedderUnavailable) as exc:
+                report.semantic_skipped = f"semantic layer skipped: {exc}"
+        if vectors is not None:
+            for i, j, similarity in similar_pairs(vectors, threshold):
+                reason = _kept_apart_reason(memories[i], memories[j], keys[i], keys[j])
+                if reason is None and frozenset((ids[i], ids[j])) in distinct:
+                    reason = "marked as not duplicates"
+                if reason:
+                    report.kept_apart.append(KeptApart(ids[i], ids[j], similarity, reason))
+                else:
+                    link(i, j, "semantic", similarity)
+
+    union = _UnionFind(len(memories))
+    for i, j, _ in links:
+        union.union(i, j)
+    members_of: dict[int, list[int]] = {}
+    for i in range(len(memories)):
+        members_of.setdefault(union.find(i), []).append(i)
+    links_of: dict[int, list[Link]] = {}
+    for i, _, found in links:
+        links_of.setdefault(union.find(i), []).append(found)
+    for root, rows in members_of.items():
+        if len(rows) < 2:
+            continue
+        report.clusters.append(_cluster(scope, [memories[i] for i in rows], links_of[root], vectors, rows))
+    report.clusters.sort(key=lambda c: (LAYERS.index(c.layer), -len(c.members), canonical_order(c.canonical)))
+    report.kept_apart.sort(key=lambda pair: -pair.similarity)
+    return report
+
+
+def active_memories(scope: str) -> list[Memory]:
+    return list(Memory.objects.active().filter(scope=scope).order_by("created_at", "id"))
+
+
+def _distinct_pairs(scope: str) -> set[frozenset[str]]:
+    rows = DistinctPair.objects.filter(scope=scope).values_list("first", "second")
+    return {frozenset((str(a), str(b))) for a, b in rows}
+
+
+def _kept_apart_reason(a: Memory, b: Memory, key_a: str | None, key_b: str | None) -> str | None:
+    if key_a and key_b and key_a != key_b:
+        return f"different entity keys ({key_a}, {key_b})"
+    return rules.semantic_merge_blocker(a.text, b.text)
+
+
+def _cluster(scope: str, memories: list[Memory], links: list[Link], vectors, rows: list[int]) -> Cluster:
+    order = sorted(range(len(memories)), key=lambda n: canonical_order(memories[n]))
+    canonical = memories[order[0]]
+    canonical_row = rows[order[0]]
+    members = []
+    for n in order:
+        memory = memories[n]
+        similarity = None
+        if vectors is not None:
+            similarity = float(np.dot(vectors[rows[n]], vectors[canonical_row]))
+        members.append(Member(memory, similarity, _strongest_link(links, str(memory.pk), str(canonical.pk))))
+    members[0].link = None
+    members[0].similarity = None
+    return Cluster(scope=scope, members=members, links=links)
+
+
+def _strongest_link(links: list[Link], pk: str, canonical: str) -> Link | None:
+    touching = [link for link in links if pk in (link.a, link.b)]
+    direct = [link for link in touching if canonical in (link.a, link.b)]
+    candidates = direct or touching
+    return min(candidates, key=lambda link: LAYERS.index(link.layer)) if candidates else None
+
+
+# --- threshold replay ------------------------------------------------------------------------
+
+
+@dataclass
+class ClusterChange:
+    change: str  # forms, grows, joins, shrinks, splits, dissolves, unchanged
+    cluster: Cluster | None  # the cluster at the replayed threshold (None when it dissolves)
+    before: list[Cluster]  # the clusters at the current threshold it comes from
+
+    def to_dict(self) -> dict:
+        return {
+            "change": self.change,
+            "cluster": self.cluster.to_dict() if self.cluster else None,
+            "before": [cluster.key for cluster in self.before],
+        }
+
+
+def compare(current: ClusterReport, replayed: ClusterReport) -> list[ClusterChange]:
+    """What replaying at `replayed.threshold` would do to the clusters of `current`."""
+    changes = []
+    for cluster in replayed.clusters:
+        overlapping = [old for old in current.clusters if old.ids & cluster.ids]
+        if len(overlapping) == 1 and overlapping[0].ids == cluster.ids:
+            change = "unchanged"
+        elif not overlapping:
+            change = "forms"
+        elif len(overlapping) > 1:
+            change = "joins"
+        elif cluster.ids > overlapping[0].ids:
+            change = "grows"
+        else:
+            siblings = [other for other in replayed.clusters if other.ids & overlapping[0].ids]
+            change = "splits" if len(siblings) > 1 else "shrinks"
+        changes.append(ClusterChange(change, cluster, overlapping))
+    for old in current.clusters:
+        if not any(old.ids & cluster.ids for cluster in replayed.clusters):
+            changes.append(ClusterChange("dissolves", None, [old]))
+    order = ("forms", "grows", "joins", "splits", "shrinks", "dissolves", "unchanged")
+    changes.sort(key=lambda c: order.index(c.change))
+    return changes
+
+
+# --- merging ---------------------------------------------------------------------------------
+
+
+class DedupError(ValueError):
+    """A merge that cannot be done as asked (a member gone, another scope, no canonical)."""
+
+
+@dataclass
+class MergeResult:
+    canonical: str
+    merged: list[str]
+    batch: uuid.UUID
+
+    def to_dict(self) -> dict:
+        return {"canonical": self.canonical, "merged": self.merged, "batch": str(self.batch)}
+
+
+def merge(
+    scope: str,
+    member_ids,
+    *,
+    canonical_id=None,
+    actor: str,
+    batch: uuid.UUID | None = None,
+    reason: str = "",
+) -> MergeResult:
+    """Merge these memories into one: the canonical survives, the others are tombstoned with a link.
+
+    `canonical_id` defaults to the proposed one (canonical_order). All members must still be
+    active and in `scope`; nothing is changed otherwise.
+    """
+    scope = rules.normalize_scope(scope)
+    wanted = {str(pk) for pk in member_ids}
+    if len(wanted) < 2:
+        raise DedupError("a merge needs at least two memories")
+    batch = batch or uuid.uuid4()
+    with transaction.atomic():
+        rows = list(Memory.objects.select_for_update().filter(pk__in=wanted))
+        found = {str(m.pk): m for m in rows}
+        problems = [f"{pk}: not found" for pk in sorted(wanted - found.keys())]
+        problems += [f"{pk}: in {m.scope}, not {scope}" for pk, m in sorted(found.items()) if m.scope != scope]
+        problems += [f"{pk}: tombstoned" for pk, m in sorted(found.items()) if m.status != Memory.Status.ACTIVE]
+        if problems:
+            raise DedupError("cannot merge: " + "; ".join(problems))
+        ordered = sorted(rows, key=canonical_order)
+        if canonical_id is not None:
+            if str(canonical_id) not in found:
+                raise DedupError(f"the canonical memory {canonical_id} is not one of the members")
+            canonical = found[str(canonical_id)]
+        else:
+            canonical = ordered[0]
+        duplicates = [m for m in ordered if m.pk != canonical.pk]
+        _fold(canonical, duplicates, actor=actor, batch=batch, reason=reason)
+    return MergeResult(str(canonical.pk), [str(m.pk) for m in duplicates], batch)
+
+
+def _fold(canonical: Memory, duplicates: list[Memory], *, actor: str, batch: uuid.UUID, reason: str) -> None:
+    changes: dict = {
+        "access_count": canonical.access_count + sum(m.access_count for m in duplicates),
+        "importance": canonical.importance,
+        "text": canonical.text,
+        "pinned": canonical.pinned or any(m.pinned for m in duplicates),
+        "tier": min([canonical.tier, *(m.tier for m in duplicates)], key=rules.TIERS.index),
+    }
+    accessed = [m.accessed_at for m in [canonical, *duplicates] if m.accessed_at]
+    if accessed:
+        changes["accessed_at"] = max(accessed)
+    for duplicate in duplicates:
+        changes["importance"] = rules.merged_importance(changes["importance"], duplicate.importance)
+        changes["text"] = rules.merged_text(changes["text"], duplicate.text)
+    if changes["tier"] != Memory.Tier.PERIPHERAL or changes["pinned"]:
+        changes["expires_at"] = None
+    key_donor = next((m for m in duplicates if m.entity_key), None) if not canonical.entity_key else None
+    if key_donor is not None:
+        changes["entity_key"] = key_donor.entity_key
+    metadata = dict(canonical.metadata or {})
+    metadata["merged_from"] = [*metadata.get("merged_from", []), *(str(m.pk) for m in duplicates)]
+    changes["metadata"] = metadata
+    why = reason or "duplicates merged"
+    # Tombstone the duplicates first: an entity key passes to the canonical memory only once
+    # its holder is no longer active.
+    for duplicate in duplicates:
+        duplicate.mark_duplicate_of(canonical, reason=why, actor=actor, batch=batch)
+    canonical._change("merged", changes, actor=actor, reason=f"{why}: {len(duplicates)} folded in", batch=batch)
+
+
+def merge_all(
+    report: ClusterReport, *, actor: str, batch: uuid.UUID | None = None, progress=None
+) -> tuple[uuid.UUID, list[MergeResult]]:
+    """Merge every cluster of `report` (one transaction per cluster, one batch for all)."""
+    batch = batch or uuid.uuid4()
+    results = []
+    for done, cluster in enumerate(report.clusters, 1):
+        layer = LAYER_LABELS[cluster.layer]
+        results.append(
+            merge(
+                report.scope,
+                [m.memory.pk for m in cluster.members],
+                canonical_id=cluster.canonical.pk,
+                actor=actor,
+                batch=batch,
+                reason=f"duplicates ({layer})",
+            )
+        )
+        if progress:
+            progress(done)
+    return batch, results
+
+
+def reject(scope: str, member_ids, *, actor: str) -> int:
+    """Record that these memories are not duplicates of each other; return the new pairs."""
+    scope = rules.normalize_scope(scope)
+    ids = sorted({str(pk) for pk in member_ids})
+    if len(ids) < 2:
+        raise DedupError("a rejection needs at least two memories")
+    created = 0
+    now = timezone.now()
+    with transaction.atomic():
+        for n, a in enumerate(ids):
+            for b in ids[n + 1 :]:
+                first, second = DistinctPair.ordered(a, b)
+                _, made = DistinctPair.objects.get_or_create(
+                    first=first, second=second, defaults={"scope": scope, "actor": actor, "created_at": now}
+                )
+                created += made
+    return created

@@ -1,0 +1,141 @@
+"""Undo a batch: put every memory a batch changed back exactly as it was before the batch.
+
+Every change is a MemoryEvent with the before values of what it changed (and the memory's
+updated_at before it), and bulk work (an import, a bulk action, a merge, a clean-up step, a
+decay run) marks its events with one batch id. Undo walks the batch's events newest first and
+writes each memory's `before` values back: a tombstoned memory comes back active, a merged one
+gets its text, importance and counts back, a memory the batch created is tombstoned (deletes
+are tombstones here too). The undo is itself a batch of events, so nothing is lost and the
+undo can be undone.
+
+A memory changed again after the batch is not silently overwritten: undo refuses and names
+it, unless `force`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from memoryui.models import ConflictError, Memory, MemoryEvent
+
+UNDO_PREFIX = "undo of batch "
+
+
+class UndoError(ValueError):
+    """The batch cannot be undone as asked (unknown, already undone, changed since)."""
+
+
+@dataclass
+class UndoReport:
+    batch: str
+    undo_batch: str
+    restored: int = 0  # tombstoned by the batch, active again
+    reverted: int = 0  # edited/merged/demoted by the batch, values put back
+    tombstoned: int = 0  # created by the batch, tombstoned now
+    memories: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "batch": self.batch,
+            "undo_batch": self.undo_batch,
+            "restored": self.restored,
+            "reverted": self.reverted,
+            "tombstoned": self.tombstoned,
+            "memories": len(self.memories),
+        }
+
+
+def undo_reason(batch) -> str:
+    return f"{UNDO_PREFIX}{batch}"
+
+
+def is_undone(batch) -> bool:
+    return MemoryEvent.objects.filter(reason=undo_reason(batch)).exists()
+
+
+def changed_since(batch) -> list[str]:
+    """Memories of the batch that changed again afterwards (outside the batch)."""
+    events = MemoryEvent.objects.filter(batch=batch)
+    last = {}
+    for memory_id, created_at in events.values_list("memory_id", "created_at"):
+        last[memory_id] = max(created_at, last.get(memory_id, created_at))
+    later = (
+        MemoryEvent.objects.filter(memory_id__in=list(last))
+        .exclude(batch=batch)
+        .exclude(action=MemoryEvent.Action.RECALLED)
+        .values_list("memory_id", "created_at")
+    )
+    return sorted({str(memory_id) for memory_id, created_at in later if created_at > last[memory_id]})
+
+
+def undo_batch(batch, *, actor: str, force: bool = False) -> UndoReport:
+    """Revert every change of `batch`, newest first, in one transaction and one new batch."""
+    try:
+        batch = uuid.UUID(str(batch))
+    except ValueError:
+        raise UndoError(f"{batch!r} is not a batch id") from None
+    events = list(MemoryEvent.objects.filter(batch=batch).order_by("-created_at", "-id"))
+    if not events:
+        raise UndoError(f"no changes were recorded in batch {batch}")
+    if is_undone(batch):
+        raise UndoError(f"batch {batch} was already undone")
+    if not force:
+        changed = changed_since(batch)
+        if changed:
+            shown = ", ".join(changed[:5]) + ("…" if len(changed) > 5 else "")
+            raise UndoError(f"{len(changed)} memories changed after batch {batch}: {shown} (use force to undo anyway)")
+    report = UndoReport(batch=str(batch), undo_batch=str(uuid.uuid4()))
+    reason = undo_reason(batch)
+    with transaction.atomic():
+        ids = {event.memory_id for event in events}
+        memories = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=ids)}
+        for event in events:
+            memory = memories[event.memory_id]
+            try:
+                _revert(memory, event, actor=actor, reason=reason, batch=report.undo_batch, report=report)
+            except ConflictError as exc:
+                raise UndoError(f"cannot undo batch {batch}: {exc}") from None
+        report.memories = sorted(str(pk) for pk in ids)
+    return report
+
+
+def _revert(memory: Memory, event: MemoryEvent, *, actor: str, reason: str, batch: str, report: UndoReport) -> None:
+    if event.action in (MemoryEvent.Action.CREATED, MemoryEvent.Action.IMPORTED) and not event.before:
+        if memory.tombstone(reason, actor=actor, batch=batch):
+            report.tombstoned += 1
+        return
+    before = event.before or {}
+    values = {}
+    for name, value in before.items():
+        try:
+            model_field = Memory._meta.get_field(name)
+        except Exception:
+            continue  # a note kept beside the values ("incoming" text of a merge)
+        if name in ("id", "content_hash", "created_at"):
+            continue
+        values[name] = model_field.to_python(value) if value is not None else None
+    if "metadata" in values and values["metadata"] is None:
+        values["metadata"] = {}
+    if not values:
+        return
+    was_tombstoned = memory.status == Memory.Status.TOMBSTONED
+    action = "restored" if was_tombstoned and values.get("status") == Memory.Status.ACTIVE else "edited"
+    if memory._change(action, values, actor=actor, reason=reason, batch=batch):
+        if action == "restored":
+            report.restored += 1
+        else:
+            report.reverted += 1
+    if event.previous_updated_at is not None:
+        Memory.objects.filter(pk=memory.pk).update(updated_at=event.previous_updated_at)
+        memory.updated_at = event.previous_updated_at
+
+
+def batch_summary(batch) -> dict:
+    """What a batch did, counted by action, for a confirmation before undoing it."""
+    counts: dict[str, int] = {}
+    for action in MemoryEvent.objects.filter(batch=batch).values_list("action", flat=True):
+        counts[action] = counts.get(action, 0) + 1
+    return counts
