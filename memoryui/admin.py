@@ -7,6 +7,7 @@ from django.utils.text import Truncator
 
 from memoryui.models import (
     ApiToken,
+    DistinctPair,
     IndexCheck,
     IndexOutbox,
     Memory,
@@ -154,6 +155,18 @@ class IndexCheckAdmin(ReadOnlyAdmin):
 class PendingVectorAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "embedder", "content_hash", "created_at")
     exclude = ("vector",)
+
+
+@admin.register(DistinctPair)
+class DistinctPairAdmin(admin.ModelAdmin):
+    """Pairs someone marked as not duplicates; deleting one lets clustering propose it again."""
+
+    list_display = ("scope", "first", "second", "actor", "created_at")
+    list_filter = ("scope",)
+    readonly_fields = ("scope", "first", "second", "actor", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 class MessageInline(admin.TabularInline):

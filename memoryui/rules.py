@@ -190,11 +190,46 @@ def merged_importance(existing: float, incoming: float) -> float:
 
 
 def merged_text(existing: str, incoming: str) -> str:
-    """Keep the existing text unless the incoming one adds information (contains it and more)."""
+    """Keep the existing text unless the incoming one adds information (says it all, and more)."""
     old, new = normalize_text(existing), normalize_text(incoming)
-    if new != old and old in new:
+    if new != old and (old in new or restates_with_more(existing, incoming)):
         return incoming.strip()
     return existing
+
+
+# Words of a text for containment: Latin words and numbers (with their inner dots, colons,
+# slashes: a URL or version stays one token), and every CJK run as character bigrams.
+_TOKEN_RE = re.compile(r"[^\W_]+(?:[._:/@\-][^\W_]+)*")
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+
+def content_tokens(text: str) -> frozenset[str]:
+    tokens: set[str] = set()
+    for token in _TOKEN_RE.findall(normalize_text(text)):
+        pieces = _CJK_RE.split(token)
+        tokens.update(piece for piece in pieces if piece)
+        for run in _CJK_RE.findall(token):
+            tokens.update({run[i : i + 2] for i in range(len(run) - 1)} if len(run) > 1 else {run})
+    return frozenset(tokens)
+
+
+def _words(text: str) -> list[str]:
+    return _TOKEN_RE.findall(normalize_text(text))
+
+
+def restates_with_more(short: str, long: str) -> bool:
+    """`long` says everything `short` says (every word and number of it) and maybe more:
+    "Releases go out on Thursdays." / "Releases go out on Thursdays, after the QA sign-off."
+
+    Never when the added words negate ("prefers X" / "does not prefer X" also contain each
+    other): the negation guard of semantic_merge_blocker decides those.
+    """
+    if _words(short) == _words(long):
+        return True  # the same words in the same order: only punctuation or case differ
+    small, big = content_tokens(short), content_tokens(long)
+    if not small or len(small) >= len(big) or not small <= big:
+        return False
+    return bool(_NEGATION_RE.search(normalize_text(short))) == bool(_NEGATION_RE.search(normalize_text(long)))
 
 
 # Words that turn a statement into its opposite. Two texts that differ in having one are never
@@ -204,7 +239,8 @@ _NEGATION_RE = re.compile(
     r"(?<![^\W_])(?:not|no|never|cannot|can't|won't|don't|doesn't|didn't|isn't|aren't|wasn't|weren't|"
     r"shouldn't|mustn't|without|nor)(?![^\W_])|n't|[不没別别勿未無无非]|ない|ません|안\s|않|못|없"
 )
-_DIGITS_RE = re.compile(r"\d+")
+# A number, or a code holding digits (a commit hash, a plate, a model): "4070", "3f9a2c1", "88q66".
+_DIGITS_RE = re.compile(r"[a-z0-9]*\d[a-z0-9]*")
 
 
 def semantic_merge_blocker(existing: str, incoming: str) -> str | None:

@@ -70,7 +70,7 @@ def duplicates(request):
         "error": scope_error or threshold_error,
     }
     if not scope_error:
-        memories = dedup.active_memories(scope)
+        memories = dedup.load_rows(scope)
         current = dedup.find_clusters(scope, threshold=default, memories=memories)
         vectors = None
         if threshold != default and not current.semantic_skipped and len(memories) > 1:
@@ -120,43 +120,46 @@ def _duplicates_url(scope: str, threshold: float | None = None) -> str:
     return reverse("duplicates") + query
 
 
-@login_required_htmx
-@require_POST
-def duplicates_merge(request):
-    """Approve one proposed cluster: merge its members into the chosen canonical memory."""
+def _decide_cluster(request: HttpRequest, decide, *, failure: str):
+    """A decision on one proposed cluster: `decide(scope, members)` returns the success message."""
     scope, error = _scope_param(request, request.POST)
-    members = request.POST.getlist("member")
-    canonical = request.POST.get("canonical") or None
     back = _safe_next(request, _duplicates_url(scope))
     if error:
         messages.error(request, error)
         return redirect(back)
     try:
-        result = dedup.merge(scope, members, canonical_id=canonical, actor=_actor(request), reason="approved merge")
+        message = decide(scope, request.POST.getlist("member"))
     except (dedup.DedupError, rules.MemoryValidationError, ValueError) as exc:
-        messages.error(request, f"Nothing merged: {exc}")
-        return redirect(back)
-    request.session["undo_batch"] = str(result.batch)
-    messages.success(request, f"Merged {len(result.merged)} duplicates into {result.canonical}.")
+        messages.error(request, f"{failure}: {exc}")
+    else:
+        messages.success(request, message)
     return redirect(back)
+
+
+@login_required_htmx
+@require_POST
+def duplicates_merge(request):
+    """Approve one proposed cluster: merge its members into the chosen canonical memory."""
+
+    def merge(scope: str, members: list[str]) -> str:
+        canonical = request.POST.get("canonical") or None
+        result = dedup.merge(scope, members, canonical_id=canonical, actor=_actor(request), reason="approved merge")
+        request.session["undo_batch"] = str(result.batch)
+        return f"Merged {len(result.merged)} duplicates into {result.canonical}."
+
+    return _decide_cluster(request, merge, failure="Nothing merged")
 
 
 @login_required_htmx
 @require_POST
 def duplicates_reject(request):
     """Not duplicates: these memories are never proposed together again."""
-    scope, error = _scope_param(request, request.POST)
-    back = _safe_next(request, _duplicates_url(scope))
-    if error:
-        messages.error(request, error)
-        return redirect(back)
-    try:
-        pairs = dedup.reject(scope, request.POST.getlist("member"), actor=_actor(request))
-    except dedup.DedupError as exc:
-        messages.error(request, str(exc))
-        return redirect(back)
-    messages.success(request, f"Marked as not duplicates ({pairs} pairs); they will not be proposed again.")
-    return redirect(back)
+
+    def reject(scope: str, members: list[str]) -> str:
+        pairs = dedup.reject(scope, members, actor=_actor(request))
+        return f"Marked as not duplicates ({pairs} pairs); they will not be proposed again."
+
+    return _decide_cluster(request, reject, failure="Nothing marked")
 
 
 @login_required_htmx

@@ -14,6 +14,15 @@ class ReportingCommand(BaseCommand):
     so a script always gets one document; the exit status still says it failed.
     """
 
+    def scope_option(self, raw: str) -> str:
+        """The normalized --scope, or a CommandError saying why it is not a scope."""
+        from memoryui import rules
+
+        try:
+            return rules.normalize_scope(raw)
+        except rules.ScopeError as exc:
+            raise CommandError(f"--scope: {exc}") from None
+
     def report(self, document: dict) -> None:
         self.stdout.write(json.dumps(document, ensure_ascii=False))
         self._reported = True

@@ -68,7 +68,7 @@ def test_the_clean_up_wizard_previews_applies_every_step_and_undoes_it(signed_in
     settings.DATA_DIR = tmp_path
     settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = None
     demo.seed_polluted()
-    before = [line for line in jsonl.export_lines(scope="agent:main", include_tombstoned=True)]
+    before = list(jsonl.export_lines(scope="agent:main", include_tombstoned=True))
     page = signed_in
     page.goto(f"{live_server.url}/")
     page.get_by_role("link", name="Clean-up").click()
@@ -97,6 +97,6 @@ def test_the_clean_up_wizard_previews_applies_every_step_and_undoes_it(signed_in
     page.locator('[data-action="undo-all"]').click()
     expect(page.locator("#alerts")).to_contain_text("Undone 3 steps")
     expect(page.locator("[data-scope-stats]")).to_contain_text("81 of them notes")
-    after = [line for line in jsonl.export_lines(scope="agent:main", include_tombstoned=True)]
+    after = list(jsonl.export_lines(scope="agent:main", include_tombstoned=True))
     original = {line.split('"id": "', 1)[1][:36] for line in before}
     assert [line for line in after if line.split('"id": "', 1)[1][:36] in original] == before

@@ -122,6 +122,9 @@ def test_a_late_answer_keeps_what_was_typed_and_a_sort_header_shows_in_the_form(
     expect(page.locator("#id_q")).to_have_value("thursdays")
 
     page.unroute("**/memories/?kind=fact")
+    page.locator("#id_q").fill("")
+    page.locator("#id_q").press("Enter")
+    expect(page).to_have_url(f"{live_server.url}/memories/?kind=fact")
     page.locator("#results a.sort", has_text="Importance").click()
     expect(page).to_have_url(f"{live_server.url}/memories/?kind=fact&sort=-importance")
     expect(page.locator("#id_sort")).to_have_value("-importance")

@@ -3,7 +3,9 @@ threshold replay, and undo of a merge."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from django.utils import timezone
 
 from memoryui import dedup, jsonl, rules, undo
 from memoryui.models import DistinctPair, Memory, MemoryEvent
@@ -161,3 +163,25 @@ def test_bad_thresholds_and_layers_name_the_field():
     with pytest.raises(rules.MemoryValidationError) as error:
         dedup.find_clusters("agent:main", layers=("fuzzy",))
     assert "layers" in error.value.errors
+
+
+def test_a_restatement_cannot_chain_two_memories_the_guards_keep_apart():
+    """Hand-made vectors: the general statement is 0.99 from both counts, which are 0.96 apart."""
+    texts = [f"Deploys go out on Fridays after the {n}smoke tests." for n in ("", "3 ", "4 ")]
+    general, three, four = (
+        Memory(scope="agent:main", kind="procedure", tier="working", importance=0.5, text=text) for text in texts
+    )
+    memories = [general, three, four]
+    for memory in memories:
+        memory.content_hash = rules.content_hash(memory.text)
+        memory.created_at = timezone.now()
+    vectors = np.array([[1.0, 0.0], [0.99, 0.141], [0.99, -0.141]], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    report = dedup.find_clusters("agent:main", threshold=0.95, memories=memories, vectors=vectors)
+
+    [cluster] = report.clusters
+    assert len(cluster.ids) == 2 and str(general.pk) in cluster.ids
+    assert {p.reason.split(" (")[0] for p in report.kept_apart} == {
+        "the numbers differ", "would join memories kept apart",
+    }  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from memoryui import cleanup, extraction, rules
+from memoryui import cleanup, extraction
 from memoryui.management.base import ReportingCommand
 from memoryui.models import TaskRun
 from memoryui.tasks import CLEANUP, enqueue_cleanup_step, run_cleanup_step
@@ -31,10 +31,7 @@ class Command(ReportingCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
     def handle(self, *args, **options):
-        try:
-            scope = rules.normalize_scope(options["scope"])
-        except rules.ScopeError as exc:
-            raise CommandError(f"--scope: {exc}") from None
+        scope = self.scope_option(options["scope"])
         steps = [options["step"]] if options["step"] else list(cleanup.STEPS)
         actor = "cli:cleanup_legacy"
         if options["background"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from memoryui import dedup, rules
+from memoryui import dedup
 from memoryui.management.base import ReportingCommand
 from memoryui.models import TaskRun
 from memoryui.tasks import DEDUP, enqueue_dedup, run_dedup
@@ -30,10 +30,7 @@ class Command(ReportingCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
     def handle(self, *args, **options):
-        try:
-            scope = rules.normalize_scope(options["scope"])
-        except rules.ScopeError as exc:
-            raise CommandError(f"--scope: {exc}") from None
+        scope = self.scope_option(options["scope"])
         threshold = options["threshold"] if options["threshold"] is not None else dedup.default_threshold()
         if not 0.0 < threshold <= 1.0:
             raise CommandError("--threshold: must be above 0 and at most 1")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from memoryui import rules
 from memoryui.management.base import ReportingCommand
 from memoryui.templatetags.memoryui_format import shorten
 from recall.documents import IndexUnavailable
@@ -33,10 +32,7 @@ class Command(ReportingCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
     def handle(self, *args, **options):
-        try:
-            scope = rules.normalize_scope(options["scope"])
-        except rules.ScopeError as exc:
-            raise CommandError(f"--scope: {exc}") from None
+        scope = self.scope_option(options["scope"])
         try:
             profile = RecallProfile.objects.resolve(options["profile"])
         except RecallProfile.DoesNotExist:
