@@ -131,3 +131,33 @@ def test_naive_datetimes_are_rejected():
     with pytest.raises(ValueError, match="time zone"):
         rules.parse_datetime_value("2026-01-01T00:00:00")
     assert rules.parse_datetime_value("2026-01-01T00:00:00Z").year == 2026
+
+
+@pytest.mark.parametrize(
+    ("short", "long", "restates"),
+    [
+        ("Releases go out on Thursdays.", "Releases go out on Thursdays, after the QA sign-off.", True),
+        ("用户对花生过敏。", "用户对花生过敏，推荐餐厅时要避开花生类菜品。", True),
+        ("The team runs RTX 4070 GPUs.", "The team runs 1000 RTX 4070 GPUs, mostly for inference.", True),
+        ("Session summary: no downtime.", "session summary: no downtime", True),  # same words, same order
+        ("Prefers tabs.", "Does not prefer tabs.", False),  # the added words negate
+        ("用户喜欢飞书。", "用户不喜欢飞书。", False),
+        ("Runs RTX 4070 GPUs.", "Runs RTX 4090 GPUs in the IDC.", False),  # 4070 is not in the longer text
+        ("Alice reports to Bob.", "Bob reports to Alice.", False),  # same words, another order, no more
+        ("Prefers tabs.", "Prefers tabs.", True),
+    ],
+)
+def test_a_restatement_says_all_the_shorter_text_says(short, long, restates):
+    assert rules.restates_with_more(short, long) is restates
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Commit 3f9a2c1 fixed the floor.", "Commit 3f9a2d1 fixed the floor."),
+        ("用户的车牌号是粤B·88Q66。", "用户的车牌号是粤B·66Q88。"),
+        ("Runs RTX 4070 GPUs.", "Runs RTX 4090 GPUs."),
+    ],
+)
+def test_codes_holding_digits_differ_like_numbers(a, b):
+    assert rules.semantic_merge_blocker(a, b).startswith("the numbers differ")
