@@ -144,7 +144,7 @@ def run_step(
         if step == "internal":
             action = _internal(note, fingerprints, dry_run=dry_run, actor=actor, batch=batch)
         elif step == "extract":
-            action = _extract(note, (l1, endpoint), dry_run=dry_run, actor=actor, batch=batch)
+            action = _extract(note, fingerprints, (l1, endpoint), dry_run=dry_run, actor=actor, batch=batch)
         else:
             action = _demote(note, dry_run=dry_run, actor=actor, batch=batch)
         if action is not None:
@@ -189,8 +189,8 @@ def _internal(note: Memory, fingerprints, *, dry_run: bool, actor: str, batch) -
     return Action(str(note.pk), _excerpt(note.text), "tombstone", reason)
 
 
-def _extract(note: Memory, l1: tuple, *, dry_run: bool, actor: str, batch) -> Action | None:
-    if extraction.not_knowledge(note.text, None) and not rules_l0.l0_extract(note.text):
+def _extract(note: Memory, fingerprints, l1: tuple, *, dry_run: bool, actor: str, batch) -> Action | None:
+    if extraction.not_knowledge(note.text, fingerprints):
         return None  # the internal step's to take; left alone when it was skipped
     found, _ = extraction.find_facts(note.text, l1)
     facts = [fact for fact in found if not rules_l0.tool_guard(fact.text)]

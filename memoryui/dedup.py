@@ -27,6 +27,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from django.conf import settings
@@ -117,7 +118,7 @@ class Cluster:
     members: list[Member]  # the proposed canonical first
     links: list[Link]
 
-    @property
+    @cached_property
     def key(self) -> str:
         """A stable name for this set of memories (the same set gets the same key)."""
         return cluster_key(m.memory.pk for m in self.members)
@@ -130,7 +131,7 @@ class Cluster:
     def duplicates(self) -> list[Memory]:
         return [m.memory for m in self.members[1:]]
 
-    @property
+    @cached_property
     def ids(self) -> frozenset[str]:
         return frozenset(str(m.memory.pk) for m in self.members)
 
@@ -162,6 +163,9 @@ class ClusterReport:
     clusters: list[Cluster] = field(default_factory=list)
     kept_apart: list[KeptApart] = field(default_factory=list)
     semantic_skipped: str | None = None  # why the semantic layer did not run
+    # The unit passage vectors it compared (None without the semantic layer): a replay at
+    # another threshold reuses them instead of reading the index again.
+    vectors: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def duplicates(self) -> int:
@@ -321,6 +325,7 @@ def find_clusters(
                 vectors = passage_vectors(scope, memories)
             except (IndexUnavailable, EmbedderUnavailable) as exc:
                 report.semantic_skipped = f"semantic layer skipped: {exc}"
+        report.vectors = vectors
         if vectors is not None:
             for i, j, similarity in similar_pairs(vectors, min(threshold, RESTATEMENT_FLOOR)):
                 a, b = memories[i], memories[j]
@@ -360,9 +365,6 @@ def find_clusters(
         root = union.find(i)
         members_of[root] = members_of.pop(ri if root != ri else rj, []) + members_of.get(root, [])
         kept.append((root, found))
-    members_of = {}
-    for i in range(len(memories)):
-        members_of.setdefault(union.find(i), []).append(i)
     links_of: dict[int, list[Link]] = {}
     for root, found in kept:
         links_of.setdefault(union.find(root), []).append(found)

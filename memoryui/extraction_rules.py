@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 
@@ -895,11 +895,17 @@ def _preference_match(text: str) -> tuple[_PreferenceRule, re.Match, int] | None
     return None
 
 
+def _open_clauses(sentence: _Sentence, taken: list[tuple[int, int]]) -> Iterator[tuple[int, _Clause]]:
+    """(index, clause) of the clauses a statement may start in: not a question, not overlapping
+    a span an earlier rule took."""
+    for index, clause in enumerate(sentence.clauses):
+        if clause.category != "question" and not any(s < clause.end and clause.start < e for s, e in taken):
+            yield index, clause
+
+
 def _preferences(sentence: _Sentence, taken: list[tuple[int, int]]) -> list[tuple[Extracted, int, int]]:
     found = []
-    for index, clause in enumerate(sentence.clauses):
-        if clause.category == "question" or any(s < clause.end and clause.start < e for s, e in taken):
-            continue
+    for index, clause in _open_clauses(sentence, taken):
         hit = _preference_match(clause.text)
         if hit is None:
             continue
@@ -997,9 +1003,7 @@ def _third_person(verb: str) -> str:
 
 def _world_facts(sentence: _Sentence, taken: list[tuple[int, int]]) -> list[tuple[Extracted, int, int]]:
     found = []
-    for index, clause in enumerate(sentence.clauses):
-        if clause.category == "question" or any(s < clause.end and clause.start < e for s, e in taken):
-            continue
+    for index, clause in _open_clauses(sentence, taken):
         hit = _world_fact_match(clause.text)
         if hit is None:
             continue

@@ -9,6 +9,8 @@ commits, so a worker never looks for a row it cannot see yet.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from celery import shared_task
 from django.db import transaction
@@ -19,17 +21,34 @@ from memoryui.models import TaskRun, Transcript
 logger = logging.getLogger(__name__)
 
 EXTRACT = "extract"
+DECAY = "decay"
+CLEANUP = "cleanup"
+DEDUP = "dedup"
+
+
+def _queue(task, *, kind: str, actor: str, params: dict) -> TaskRun:
+    """A queued TaskRun, sent to `task` on the worker once this transaction commits."""
+    run = TaskRun.objects.create(kind=kind, actor=actor, params=params)
+    transaction.on_commit(lambda: task.delay(str(run.pk)))
+    return run
+
+
+@contextmanager
+def _failure_recorded(run: TaskRun, what: str) -> Iterator[None]:
+    """Record an exception of the block as the run's failure (with its cause), then re-raise."""
+    try:
+        yield
+    except Exception as exc:
+        logger.exception("%s failed (task run %s)", what, run.pk)
+        run.counts = run.counts or {}
+        run.fail(f"{type(exc).__name__}: {exc}")
+        raise
 
 
 def enqueue_extraction(transcript: Transcript, *, actor: str, l1: str = "auto") -> TaskRun:
     """A queued TaskRun for extracting `transcript`, sent to the worker once this transaction commits."""
-    run = TaskRun.objects.create(
-        kind=EXTRACT,
-        actor=actor,
-        params={"transcript": str(transcript.pk), "scope": transcript.scope, "l1": l1},
-    )
-    transaction.on_commit(lambda: extract_transcript.delay(str(run.pk)))
-    return run
+    params = {"transcript": str(transcript.pk), "scope": transcript.scope, "l1": l1}
+    return _queue(extract_transcript, kind=EXTRACT, actor=actor, params=params)
 
 
 @shared_task(bind=True, max_retries=3, default_retry_delay=5)
@@ -47,7 +66,7 @@ def extract_transcript(self, run_id: str) -> dict:
     def progress(done: int, counts: dict) -> None:
         run.advance(done, counts)
 
-    try:
+    with _failure_recorded(run, f"extraction of transcript {transcript.pk}"):
         report = extraction.extract(
             transcript,
             actor=f"task:{run.actor}",
@@ -55,11 +74,6 @@ def extract_transcript(self, run_id: str) -> dict:
             progress=progress,
             l1=run.params.get("l1", "auto"),
         )
-    except Exception as exc:
-        logger.exception("extraction of transcript %s failed", transcript.pk)
-        run.counts = run.counts or {}
-        run.fail(f"{type(exc).__name__}: {exc}")
-        raise
     result = report.to_dict()
     # Older complete rounds become the transcript's summary once the messages are done (needs an LLM).
     result["rollup"] = rollup.rollup(transcript, actor=f"task:{run.actor}").to_dict()
@@ -69,10 +83,6 @@ def extract_transcript(self, run_id: str) -> dict:
 
 
 # --- store hygiene ---------------------------------------------------------------------------
-
-DECAY = "decay"
-CLEANUP = "cleanup"
-DEDUP = "dedup"
 
 
 @shared_task
@@ -87,12 +97,8 @@ def decay_expired_memories(run_id: str | None = None) -> dict:
         if run.status == TaskRun.Status.SUCCEEDED:
             return run.result
     run.start(decay.expired().count())
-    try:
+    with _failure_recorded(run, "decay"):
         report = decay.decay(actor=f"task:{run.actor}", progress=lambda done: run.advance(done, {"tombstoned": done}))
-    except Exception as exc:
-        logger.exception("decay run %s failed", run.pk)
-        run.fail(f"{type(exc).__name__}: {exc}")
-        raise
     run.counts = {"tombstoned": report.tombstoned}
     run.finish(report.to_dict())
     return run.result
@@ -100,11 +106,8 @@ def decay_expired_memories(run_id: str | None = None) -> dict:
 
 def enqueue_cleanup_step(scope: str, step: str, *, actor: str, l1: str = "auto", cleanup: str | None = None) -> TaskRun:
     """A queued clean-up step (memoryui.cleanup) for the worker, sent once this transaction commits."""
-    run = TaskRun.objects.create(
-        kind=CLEANUP, actor=actor, params={"scope": scope, "step": step, "l1": l1, "cleanup": cleanup}
-    )
-    transaction.on_commit(lambda: run_cleanup_step.delay(str(run.pk)))
-    return run
+    params = {"scope": scope, "step": step, "l1": l1, "cleanup": cleanup}
+    return _queue(run_cleanup_step, kind=CLEANUP, actor=actor, params=params)
 
 
 @shared_task(bind=True, max_retries=0)
@@ -124,7 +127,7 @@ def run_cleanup_step(self, run_id: str) -> dict:
             TaskRun.objects.filter(pk=run.pk).update(progress_total=total)
         run.advance(done, counts)
 
-    try:
+    with _failure_recorded(run, f"clean-up step {run.params.get('step')}"):
         report = cleanup.run_step(
             run.params["scope"],
             run.params["step"],
@@ -133,19 +136,18 @@ def run_cleanup_step(self, run_id: str) -> dict:
             l1=run.params.get("l1", "auto"),
             progress=progress,
         )
-    except Exception as exc:
-        logger.exception("clean-up step %s failed", run.pk)
-        run.fail(f"{type(exc).__name__}: {exc}")
-        raise
     run.counts = report.counts
     run.finish(report.to_dict())
     return run.result
 
 
 def enqueue_dedup(scope: str, *, actor: str, threshold: float) -> TaskRun:
-    run = TaskRun.objects.create(kind=DEDUP, actor=actor, params={"scope": scope, "threshold": threshold})
-    transaction.on_commit(lambda: run_dedup.delay(str(run.pk)))
-    return run
+    return _queue(run_dedup, kind=DEDUP, actor=actor, params={"scope": scope, "threshold": threshold})
+
+
+def enqueue_decay(*, actor: str) -> TaskRun:
+    """Decay now, as the schedule runs it."""
+    return _queue(decay_expired_memories, kind=DECAY, actor=actor, params={})
 
 
 @shared_task(bind=True, max_retries=0)
@@ -156,7 +158,7 @@ def run_dedup(self, run_id: str) -> dict:
     run = TaskRun.objects.get(pk=run_id)
     if run.status == TaskRun.Status.SUCCEEDED:
         return run.result
-    try:
+    with _failure_recorded(run, "dedup"):
         report = dedup.find_clusters(run.params["scope"], threshold=run.params.get("threshold"))
         run.start(len(report.clusters))
         batch, results = dedup.merge_all(
@@ -164,10 +166,6 @@ def run_dedup(self, run_id: str) -> dict:
             actor=f"task:{run.actor}",
             progress=lambda done: run.advance(done, {"clusters": done}),
         )
-    except Exception as exc:
-        logger.exception("dedup run %s failed", run.pk)
-        run.fail(f"{type(exc).__name__}: {exc}")
-        raise
     run.counts = {"clusters": len(results), "merged": sum(len(r.merged) for r in results)}
     run.finish({**run.counts, "batch": str(batch) if results else None, "threshold": report.threshold})
     return run.result

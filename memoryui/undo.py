@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from django.core.exceptions import FieldDoesNotExist
 from django.db import transaction
 
 from memoryui.models import ConflictError, Memory, MemoryEvent
@@ -112,7 +113,7 @@ def _revert(memory: Memory, event: MemoryEvent, *, actor: str, reason: str, batc
     for name, value in before.items():
         try:
             model_field = Memory._meta.get_field(name)
-        except Exception:
+        except FieldDoesNotExist:
             continue  # a note kept beside the values ("incoming" text of a merge)
         if name in ("id", "content_hash", "created_at"):
             continue

@@ -35,7 +35,7 @@ from memoryui.api import error_body
 from memoryui.api_transcripts import transcript_detail as detail_of
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryFilterForm, MemoryForm, TokenForm
 from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent, TaskRun, Transcript
-from memoryui.tasks import DECAY, decay_expired_memories, enqueue_extraction
+from memoryui.tasks import DECAY, enqueue_decay, enqueue_extraction
 from recall.documents import IndexUnavailable
 from recall.fusion import LIMIT_MAX
 from recall.search import search
@@ -739,8 +739,7 @@ def task_list(request):
 def task_decay_now(request):
     """Run the scheduled decay now (as a task, like the schedule does)."""
     with transaction.atomic():
-        run = TaskRun.objects.create(kind=DECAY, actor=_actor(request), params={})
-        transaction.on_commit(lambda: decay_expired_memories.delay(str(run.pk)))
+        run = enqueue_decay(actor=_actor(request))
     messages.success(request, "Decay queued.")
     return redirect(run)
 

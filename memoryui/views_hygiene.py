@@ -72,13 +72,10 @@ def duplicates(request):
     if not scope_error:
         memories = dedup.load_rows(scope)
         current = dedup.find_clusters(scope, threshold=default, memories=memories)
-        vectors = None
-        if threshold != default and not current.semantic_skipped and len(memories) > 1:
-            vectors = dedup.passage_vectors(scope, memories)
         report = (
             current
             if threshold == default
-            else dedup.find_clusters(scope, threshold=threshold, memories=memories, vectors=vectors)
+            else dedup.find_clusters(scope, threshold=threshold, memories=memories, vectors=current.vectors)
         )
         changes = dedup.compare(current, report) if threshold != default else None
         change_of = {c.cluster.key: c.change for c in changes or [] if c.cluster}

@@ -128,3 +128,15 @@ def test_a_bad_step_or_l1_mode_names_the_field():
     with pytest.raises(cleanup.rules.MemoryValidationError) as error:
         cleanup.run_step(MAIN, "extract", dry_run=True, actor="alice", l1="sometimes")
     assert "l1" in error.value.errors
+
+
+def test_the_extract_step_on_its_own_leaves_internal_prompts_alone(polluted):
+    """The repair prompt holds a sentence L0 would take ("不要重复之前的回答"): it is an internal
+    prompt all the same, and only the internal step decides about it."""
+    report = cleanup.run_step(MAIN, "extract", dry_run=False, actor="alice")
+
+    assert not any(note.text.startswith("[repair]") for note in Memory.objects.filter(pk__in=[
+        action.memory_id for action in report.actions
+    ]))  # fmt: skip
+    assert not Memory.objects.filter(text__contains="不要重复之前的回答", kind="preference").exists()
+    assert report.counts["extract"] == 4
