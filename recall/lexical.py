@@ -23,7 +23,10 @@ Tokenization (`tokenize`, used for both indexing and queries, so they can never 
   short form finds a memory that stores either one.
 - Digit groups written with single separators ("186 0000 0000", "186-0000-0000") also give
   the joined number when it has at least 7 digits, so a phone number matches however it is
-  spaced; "1,000" also gives "1000". Shorter groups ("88 66 99") stay separate numbers.
+  spaced, and so does each tail of at least 7 digits ("+86 139 1762 0458" gives 13917620458
+  too); "1,000" also gives "1000". Shorter groups ("88 66 99") stay separate numbers.
+- English words (ASCII letters only, longer than three) are reduced to their Porter2 stem:
+  "painted" finds "paints".
 - A small English stop-word list is dropped; never CJK, digits or an identifier's whole form.
 - Tokens longer than 128 characters are dropped (blobs, not searchable words).
 
@@ -57,6 +60,7 @@ from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.filedb.structfile import StructFile
+from whoosh.lang.porter2 import stem
 from whoosh.query import AndMaybe, DefaultOr, Term
 
 from recall import concepts
@@ -67,7 +71,7 @@ logger = logging.getLogger(__name__)
 INDEX = "bm25"
 # Bumped whenever `tokenize` changes what it emits: entries indexed by an older tokenizer then
 # show up as stale in `reindex --verify`, and `reindex` re-tokenizes them.
-TOKENIZER_VERSION = 2
+TOKENIZER_VERSION = 4
 MAX_TOKEN_CHARS = 128
 MAX_QUERY_TERMS = 256
 # Common terms (after Elasticsearch's "common terms" query): a query term found in at least this
@@ -171,20 +175,33 @@ def _latin_tokens(text: str, out: list[str]) -> None:
             _word_tokens(atom, out)
     for match in _DIGIT_GROUPS_RE.finditer(text):
         written = match.group()
-        digits = re.sub(r"\D", "", written)
-        if len(digits) >= _MIN_JOINED_DIGITS or _THOUSANDS_RE.fullmatch(written):
+        if _THOUSANDS_RE.fullmatch(written):
+            out.append(re.sub(r"\D", "", written))
+            continue
+        # Each tail of the groups too: "+86 139 1762 0458" is also 13917620458 without its
+        # country code.
+        groups = re.findall(r"\d+", written)
+        for start in range(len(groups) - 1):
+            digits = "".join(groups[start:])
+            if len(digits) < _MIN_JOINED_DIGITS:
+                break
             out.append(digits)
 
 
 def _word_tokens(word: str, out: list[str]) -> None:
     if not word or word in STOP_WORDS:
         return
-    out.append(word)
+    out.append(_stem(word) if word.isascii() and word.isalpha() else word)
     runs = _LETTER_DIGIT_RUNS_RE.findall(word)
     if 1 < len(runs) <= 3:
         out.extend(run for run in runs if run not in STOP_WORDS)
     if _HEX_RE.fullmatch(word) and not word.isdigit() and not word.isalpha():
         out.append(word[:7])
+
+
+def _stem(word: str) -> str:
+    """An English word's Porter2 stem: "painted", "painting" and "paints" all match "paint"."""
+    return stem(word) if len(word) > 3 else word
 
 
 def _cjk_tokens(run: str, out: list[str]) -> None:
@@ -455,11 +472,14 @@ class LexicalIndex:
             results = searcher.search(wanted, limit=k, filter=allowed, terms=True)
             total = sum(weights.values())
             named_by = concept_phrases(query)
+            # A compound the memory writes apart ("RTX4070" / "RTX 4070") is held when all its parts are.
+            compounds = {term: parts for term in terms if len(parts := set(tokenize(term)) - {term}) > 1}
             hits = []
             for rank, hit in enumerate(results, 1):
                 matched = {text.decode("utf-8") for _field, text in hit.matched_terms()}
                 for concept in matched & named_by.keys():
                     matched |= named_by[concept]
+                matched |= {term for term, parts in compounds.items() if parts <= matched}
                 coverage = sum(weights[term] for term in matched if term in weights) / total
                 hits.append(Hit(id=hit["id"], rank=rank, score=float(hit.score), coverage=min(coverage, 1.0)))
             return hits

@@ -28,7 +28,8 @@ from django.utils import timezone
 
 from memoryui.models import Memory, MemoryEvent
 from recall import heuristic, selector, toolfilter
-from recall.fusion import LIMIT_MAX, Candidate, RetrievalSettings, SettingsError, clamp_limit
+from recall.answerability import Answer
+from recall.fusion import LIMIT_MAX, RETIRED_KNOBS, Candidate, RetrievalSettings, SettingsError, clamp_limit
 from recall.search import NEAR_MISSES, Found, SearchError, clean_query, search
 
 DECISIONS = ("selected", "not_selected", "filtered", "below_floor")
@@ -95,13 +96,14 @@ class RecallSettings:
         errors: dict[str, list[str]] = {}
         retrieval = RetrievalSettings()
         try:
-            retrieval = RetrievalSettings.from_dict({k: v for k, v in data.items() if k in retrieval_names})
+            passed_on = retrieval_names | RETIRED_KNOBS
+            retrieval = RetrievalSettings.from_dict({k: v for k, v in data.items() if k in passed_on})
         except SettingsError as exc:
             errors.update(exc.errors)
         own = {knob.name for knob in fields(cls)} - {"retrieval"}
         values: dict = {}
         for key, value in data.items():
-            if key in retrieval_names:
+            if key in retrieval_names or key in RETIRED_KNOBS:
                 continue
             if key not in own:
                 known = sorted(retrieval_names | own)
@@ -172,6 +174,7 @@ class RecallCandidate:
         data = self.found.to_dict()
         data.update(
             age=age(self.found.memory.created_at, now),
+            label_reasons=data.pop("reasons"),  # the answerability label's; `reasons` are the decision's
             fused_score=data.pop("score"),
             score=round(self.score, 4),
             signals=list(self.signals),
@@ -200,6 +203,7 @@ class RecallResult:
     notices: list[str] = field(default_factory=list)
     degraded: dict[str, str] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    answer: Answer | None = None  # the answerability decision on the candidates
     selector_answer: str = ""  # the model's raw answer, when it gave one
     selector_ms: float | None = None
     created_at: datetime = field(default_factory=timezone.now)
@@ -220,6 +224,14 @@ class RecallResult:
             for c in kept
         ]
 
+    @property
+    def answered(self) -> bool:
+        return self.answer is None or self.answer.answered
+
+    @property
+    def answer_reason(self) -> str:
+        return self.answer.reason if self.answer else ""
+
     def decision_of(self, memory_id: str) -> RecallCandidate | None:
         return next((c for c in self.candidates if c.id == str(memory_id)), None)
 
@@ -235,6 +247,7 @@ class RecallResult:
             "profile": self.profile,
             "mode": self.mode,
             "fallback_reason": self.fallback_reason,
+            "answer": self.answer.to_dict() if self.answer else None,
             "selected": [
                 {
                     "id": c.id,
@@ -340,8 +353,10 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
     )
     result.notices += [notice for notice in found.notices if not notice.startswith("limit ")]
     result.degraded = found.degraded
+    result.answer = found.answer
     result.timings_ms.update(found.timings_ms)
-    passing = [f for f in found.candidates if f.candidate.passes_floor]
+    answered = found.answer.answered
+    passing = [f for f in found.candidates if f.candidate.passes_floor] if answered else []
     considered, beyond = passing[: settings.candidates], passing[settings.candidates :]
 
     # The selector's budget runs while the heuristic works: a stalled model costs the budget, not
@@ -353,7 +368,9 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
     for f in found.candidates:
         rc = RecallCandidate(found=f, heuristic=Decision("not_selected"), final=Decision("not_selected"))
         if not f.candidate.passes_floor:
-            rc.heuristic = Decision("below_floor", [f"below floor: {why}" for why in f.candidate.dropped_by])
+            rc.heuristic = Decision("below_floor", [f"below floor: {why}" for why in f.candidate.reasons])
+        elif not answered:
+            rc.heuristic = Decision("below_floor", [f"query not answered: {found.answer.reason}"])
         elif f in beyond:
             rc.heuristic = Decision("not_selected", [f"past the first {settings.candidates} candidates"])
         by_id[rc.id] = rc
@@ -426,7 +443,7 @@ def _start_selector(result: RecallResult, considered: list[Found], selector_conf
         result.fallback_reason = "selector not configured (no MEMORYUI_LLM_BASE_URL and MEMORYUI_LLM_MODEL)"
         return None
     if not considered:
-        result.fallback_reason = "nothing for the selector to choose from: no candidate cleared the relevance floor"
+        result.fallback_reason = "nothing for the selector to choose from: the query is not answered"
         return None
     headers = [
         selector.Header(
@@ -507,7 +524,7 @@ def _pick_directly(result: RecallResult, parsed: heuristic.ParsedQuery) -> None:
 def _direct_candidate(pk: str) -> Candidate:
     return Candidate(
         id=pk, vector_rank=None, vector_score=None, bm25_rank=None, bm25_score=None, bm25_coverage=None,
-        vector_background=None, rrf_score=0.0, adjustments={}, score=0.0, matched_by=("select",),
+        contributions={}, fused=0.0, adjustments={}, score=0.0, label="strong", reasons=("picked by select:",),
     )  # fmt: skip
 
 
@@ -571,9 +588,11 @@ def why_not(result: RecallResult, memory_id) -> list[tuple[str, str]]:
     if rc is None:
         return [("retrieval", _not_retrieved(result, memory))]
     data = rc.to_dict(result.created_at)
-    similarity, background = data["vector_similarity"], data["vector_background"]
+    similarity, margin = data["vector_similarity"], data["vector_margin"]
     vector = (
-        f"vector #{data['vector_rank']} (similarity {similarity}, background {background})"
+        f"vector #{data['vector_rank']} (similarity {similarity}, {margin:+.3f} over the anchor)"
+        if data["vector_rank"] and margin is not None
+        else f"vector #{data['vector_rank']} (similarity {similarity})"
         if data["vector_rank"]
         else "not in the vector candidates"
     )
@@ -583,10 +602,13 @@ def why_not(result: RecallResult, memory_id) -> list[tuple[str, str]]:
         else "not in the BM25 candidates"
     )
     stages = [("retrieval", f"{vector}; {bm25}; fused {data['fused_score']}")]
-    if data["dropped_by"]:
-        stages.append(("relevance floor", "dropped: " + "; ".join(data["dropped_by"])))
+    if not result.answered:
+        stages.append(("answerability", f"the query is not answered: {result.answer_reason}"))
         return stages
-    stages.append(("relevance floor", "passed: matched by " + ", ".join(data["matched_by"])))
+    if data["label"] == "below_floor":
+        stages.append(("relevance floor", "below the floor: " + "; ".join(data["reasons"])))
+        return stages
+    stages.append(("relevance floor", f"{data['label']}: " + "; ".join(data["reasons"])))
     stages.append(("heuristic", f"{rc.heuristic.decision}: " + "; ".join(rc.heuristic.reasons)))
     if rc.selector is not None:
         stages.append(("selector", f"{rc.selector.decision}: " + "; ".join(rc.selector.reasons)))

@@ -56,6 +56,18 @@ def signed5(value: float | None) -> str:
 
 
 @register.filter
+def signed3(value: float | None) -> str:
+    """A margin with its sign: `+0.085`."""
+    return "" if value is None else f"{value:+.3f}"
+
+
+@register.filter
+def label_text(label: str | None) -> str:
+    """An answerability label in words: `below_floor` → `below floor`."""
+    return (label or "unjudged").replace("_", " ")
+
+
+@register.filter
 def get_item(mapping, key):
     """mapping[key] in a template (None when missing)."""
     return mapping.get(key) if hasattr(mapping, "get") else None

@@ -36,19 +36,24 @@ def test_the_search_box_ranks_by_relevance_and_says_why(store, alice_client):
     response = alice_client.get("/memories/", {"q": "幸运数字", "scope": "main"})
     html = html_of(response)
     assert response.status_code == 200 and 'data-state="search"' in html
-    assert "Remember: my lucky number is 88" in html
-    assert "phone number is 18600000000" not in html.split("near-misses")[0]  # not among the results
+    above_the_line = html.split("data-below-floor")[0]
     lucky = store["Remember: my lucky number is 88, use it for demo seeds."]
+    first_row = above_the_line.split('<tr id="row-')[1]
+    assert first_row.startswith(str(lucky.pk)), "the lucky number ranks first"
     why = html.split(f'id="why-{lucky.pk}"')[1].split("</tr>")[0]
-    assert "BM25 <b>#1</b>" in why and "covers 100% of the query" in why and "RRF" in why
-    assert 'data-why="vector"' in why
+    assert "BM25 <b>#1</b>" in why and "covers 100% of the query" in why and "fused" in why
+    assert 'data-why="vector"' in why and '<span class="label label-strong">strong</span>' in why
+    assert "Answered: " in html
 
 
-def test_a_query_nothing_answers_shows_the_empty_state_and_the_floors_that_dropped_the_near_misses(store, alice_client):
+def test_a_query_nothing_answers_keeps_its_ranking_collapsed_under_the_floor_line(store, alice_client):
     html = html_of(alice_client.get("/memories/", {"q": "quantum entanglement"}, headers=HTMX))
-    assert "Nothing relevant to" in html and 'data-state="empty"' in html
-    assert "Near misses" in html and "margin" in html
-    assert '<tr id="row-' not in html
+    assert "Nothing relevant to" in html and 'data-state="empty"' in html and "Not answered: " in html
+    above, below = html.split("data-below-floor")
+    assert '<tr id="row-' not in above, "no result above the line"
+    assert "<details" in above[-200:] and " open" not in above[-200:], "the ranking is collapsed"
+    assert "relevance floor" in below and below.count('<tr id="row-') == len(STORE)  # every scope: all of them
+    assert "below floor" in below
 
 
 def test_the_plain_text_toggle_matches_substrings_in_any_status(store, alice_client):

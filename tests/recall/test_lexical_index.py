@@ -350,3 +350,12 @@ def test_small_stores_have_no_common_terms(index):
     index.upsert([memory(f"deploy-{n}", f"deploy notes {n}") for n in range(4)] + [memory("w", "window")])
     found = sorted(ids(index.search("deploy window", scopes=None, k=10)))
     assert found == ["deploy-0", "deploy-1", "deploy-2", "deploy-3", "w"]
+
+
+def test_a_compound_query_is_fully_covered_by_a_memory_that_writes_its_parts_apart(index):
+    index.upsert([memory("apart", "The fleet runs RTX 4070 cards"), memory("half", "The RTX line is popular")])
+
+    hits = {hit.id: hit for hit in index.search("ＲＴＸ４０７０", scopes=None, k=10)}
+
+    assert hits["apart"].coverage == pytest.approx(1.0)  # rtx4070 is held through rtx + 4070
+    assert hits["half"].coverage < 0.5

@@ -92,9 +92,19 @@ def test_unanswerable_queries_return_nothing_and_the_near_misses_name_the_floor(
         result = search(query, scopes=["agent:main"])
         assert result.results == [], query
     result = search("quantum entanglement", scopes=["agent:main"])
-    assert result.near_misses, "the dropped candidates are still explained"
-    reasons = " ".join(reason for found in result.near_misses for reason in found.candidate.dropped_by)
-    assert "margin" in reasons or "floor" in reasons
+    assert not result.answer.answered and result.answer.reason
+    assert result.below_floor, "the ranking is still there, under the floor line"
+    reasons = " ".join(reason for found in result.below_floor for reason in found.candidate.reasons)
+    assert "over the anchor" in reasons and "weak" not in result.answer.reason.split("(")[0]
+
+
+def test_without_the_floor_search_returns_the_raw_ranking(store):
+    floored = search("quantum entanglement", scopes=["agent:main"], limit=3)
+    raw = search("quantum entanglement", scopes=["agent:main"], limit=3, floor=False)
+
+    assert floored.results == [] and not raw.answer.answered
+    assert [f.memory.pk for f in raw.results] == [f.memory.pk for f in floored.below_floor[:3]]
+    assert raw.to_dict()["floor"] is False and len(raw.results) == 3
 
 
 def test_search_stays_inside_the_scope(store):
@@ -128,8 +138,11 @@ def test_every_result_explains_its_ranks_scores_and_adjustments(store):
     assert hit["bm25_rank"] == 1 and hit["bm25_score"] > 0 and hit["bm25_coverage"] == 1.0
     assert hit["vector_rank"] >= 1 and 0 < hit["vector_similarity"] <= 1
     assert set(hit["adjustments"]) == {"tier", "pinned", "importance", "recency"}
-    assert hit["score"] == pytest.approx(hit["rrf_score"] + sum(hit["adjustments"].values()), abs=1e-5)
-    assert hit["matched_by"] and hit["dropped_by"] == []
+    assert hit["fused"] == pytest.approx(sum(hit["contributions"].values()), abs=1e-5)
+    assert hit["score"] == pytest.approx(hit["fused"] + sum(hit["adjustments"].values()), abs=1e-5)
+    assert hit["contributions"]["vector"] > 0 and hit["contributions"]["bm25"] > 0
+    assert hit["label"] == "strong" and any("coverage" in reason for reason in hit["reasons"])
+    assert hit["vector_margin"] == pytest.approx(hit["vector_similarity"] - hit["vector_anchor"], abs=1e-3)
 
 
 def test_each_retriever_can_answer_alone(store):
@@ -173,9 +186,22 @@ def test_api_search_answers_with_explained_results(store, alice_client):
     assert body["scopes"] == ["agent:main"] and body["retriever"] == "hybrid" and body["limit"] == 5
     first = body["results"][0]
     assert first["text"] == "The user's phone number is 18600000000."
-    for key in ("id", "kind", "tier", "score", "vector_rank", "bm25_rank", "bm25_score", "rrf_score", "adjustments"):
+    for key in ("id", "kind", "tier", "score", "label", "reasons", "vector_rank", "bm25_rank", "contributions"):
         assert key in first
-    assert set(body["floors"]) >= {"vector_floor", "vector_margin", "scope_background", "bm25_coverage"}
+    assert first["label"] == "strong" and body["answer"]["answered"] is True
+    assert body["fusion"]["function"] == "cc" and set(body["fusion"]["weights"]) == {"vector", "bm25"}
+    assert set(body["thresholds"]) >= {"strong_margin", "strong_coverage", "weak_margin", "weak_coverage"}
+
+
+def test_api_search_floor_off_returns_the_ranking_of_an_unanswered_query(store, alice_client):
+    silent = alice_client.get("/api/search/", {"q": "quantum entanglement", "scope": "main"}).json()
+    raw = alice_client.get("/api/search/", {"q": "quantum entanglement", "scope": "main", "floor": "off"}).json()
+    bad = alice_client.get("/api/search/", {"q": "quantum entanglement", "floor": "maybe"})
+
+    assert silent["results"] == [] and silent["answer"]["answered"] is False and silent["below_floor"]
+    assert len(raw["results"]) == 5 and raw["floor"] is False
+    assert [r["id"] for r in raw["results"]] == [r["id"] for r in silent["below_floor"][:5]]
+    assert bad.status_code == 400 and "floor" in bad.json()["error"]["details"]
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\t\n"])
@@ -243,9 +269,10 @@ def run_search(*args) -> tuple[dict, int]:
 def test_search_command_prints_the_contract_keys(store):
     document, status = run_search("lucky number", "--scope", "main", "--retriever", "bm25", "--limit", "3")
     assert status == 0 and document["retriever"] == "bm25" and document["limit"] == 3
-    [hit] = document["results"]
+    hit, *others = document["results"]
     assert {"id", "text", "kind", "tier", "score", "vector_rank", "bm25_rank"} <= set(hit)
-    assert hit["text"].startswith("Remember: my lucky number is 88")
+    assert hit["text"].startswith("Remember: my lucky number is 88") and hit["label"] == "strong"
+    assert all(other["label"] == "weak" for other in others)
 
 
 def test_search_command_clamps_the_limit_and_fails_cleanly_on_an_empty_query(store):
@@ -255,8 +282,13 @@ def test_search_command_clamps_the_limit_and_fails_cleanly_on_an_empty_query(sto
     assert status == 1 and document["error"].startswith("query: The query is empty")
 
 
-def test_search_command_without_json_shows_ranks_and_near_misses(store):
+def test_search_command_without_json_shows_the_decision_and_the_floor_line(store):
     out = io.StringIO()
     call_command("search", "quantum entanglement", "--scope", "main", stdout=out)
     text = out.getvalue()
-    assert "no memory matches" in text and "near misses:" in text and "dropped:" in text
+    assert "not answered:" in text and "---- below the floor" in text and "below floor: margin" in text
+
+    raw = io.StringIO()
+    call_command("search", "quantum entanglement", "--scope", "main", "--no-floor", "--limit", "2", stdout=raw)
+    lines = raw.getvalue().splitlines()
+    assert "raw ranking (--no-floor)" in lines[1] and sum(line[:3].strip().endswith(".") for line in lines) == 2

@@ -151,7 +151,9 @@ def test_golden_sets_run_against_a_profile_and_compare_two(store, alice_client):
     assert add.status_code == 302
     alice_client.post(url, {"query": "quantum entanglement of photons", "expected_text": ""})
     assert GoldenQuery.objects.count() == 2
-    RecallProfile.objects.create(name="nothing", knobs={"bm25_floor": 1000.0, "vector_margin": 0.5})
+    RecallProfile.objects.create(
+        name="nothing", knobs={"strong_margin": 2.0, "strong_coverage": 2.0, "agree_margin": 2.0}
+    )
     result = alice_client.get(f"/recall/golden/{golden.pk}/run/", {"a": "default", "b": "nothing"}, **HX)
     html = result.content.decode()
     assert result.status_code == 200 and "<html" not in html
