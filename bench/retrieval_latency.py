@@ -85,11 +85,12 @@ from django.utils import timezone  # noqa: E402
 from memoryui import rules  # noqa: E402
 from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
 from recall import index  # noqa: E402
+from recall.anchors import anchor_similarities, script_of  # noqa: E402
 from recall.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from recall.embeddings import Embedder, get_embedder  # noqa: E402
 from recall.fusion import CandidateInfo, RetrievalSettings, rrf  # noqa: E402
 from recall.lexical import tokenize  # noqa: E402
-from recall.search import Retrieval, anchor_similarities, rank, script_of, search  # noqa: E402
+from recall.search import Retrieval, rank, search  # noqa: E402
 from recall.vector import VectorIndex  # noqa: E402
 
 NAMESPACE = uuid.UUID("5b0c4f0e-3d1a-4c55-8f39-7a1e2b6c9d10")

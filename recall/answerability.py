@@ -69,23 +69,32 @@ def label(candidate: Candidate, settings: RetrievalSettings, *, refused: str | N
         reasons.append("no BM25 match")
     m = -math.inf if margin is None else margin
     c = 0.0 if coverage is None else coverage
-    if m >= settings.strong_margin:
-        reasons.append(f"strong: margin ≥ {settings.strong_margin:+.3f}")
-        return STRONG, reasons
-    if c >= settings.strong_coverage:
-        reasons.append(f"strong: coverage ≥ {settings.strong_coverage:.0%}")
-        return STRONG, reasons
-    if m >= settings.agree_margin and c >= settings.agree_coverage:
-        reasons.append(
-            f"strong: both retrievers agree (margin ≥ {settings.agree_margin:+.3f} "
-            f"and coverage ≥ {settings.agree_coverage:.0%})"
-        )
+    if strong_evidence(m, c, settings):
+        if m >= settings.strong_margin:
+            reasons.append(f"strong: margin ≥ {settings.strong_margin:+.3f}")
+        elif c >= settings.strong_coverage:
+            reasons.append(f"strong: coverage ≥ {settings.strong_coverage:.0%}")
+        else:
+            reasons.append(
+                f"strong: both retrievers agree (margin ≥ {settings.agree_margin:+.3f} "
+                f"and coverage ≥ {settings.agree_coverage:.0%})"
+            )
         return STRONG, reasons
     if m >= settings.weak_margin or c >= settings.weak_coverage:
         reasons.append(f"weak: margin < {settings.strong_margin:+.3f} and coverage < {settings.strong_coverage:.0%}")
         return WEAK, reasons
     reasons.append(f"below floor: margin < {settings.weak_margin:+.3f} and coverage < {settings.weak_coverage:.0%}")
     return BELOW, reasons
+
+
+def strong_evidence(margin, coverage, settings: RetrievalSettings):
+    """The rule for `strong`, on floats or on numpy arrays of margins and coverages alike (calibration
+    replays it over whole query sets): either signal alone, or both agreeing."""
+    return (
+        (margin >= settings.strong_margin)
+        | (coverage >= settings.strong_coverage)
+        | ((margin >= settings.agree_margin) & (coverage >= settings.agree_coverage))
+    )
 
 
 def judge(

@@ -268,3 +268,24 @@ class GoldenRunForm(forms.Form):
         choices = profile_choices()
         self.fields["a"].choices = choices
         self.fields["b"].choices = [("", "—"), *choices]
+
+
+class CalibrateForm(forms.Form):
+    profile = forms.ChoiceField(label="Start from", choices=())
+    save_as = forms.CharField(
+        label="Save as profile",
+        max_length=64,
+        validators=RecallProfile._meta.get_field("name").validators,
+        help_text="lower-case letters, digits, '.', '_' and '-'; an existing profile is overwritten",
+    )
+    min_answered = forms.FloatField(
+        label="Answer at least",
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="share of the queries expecting memories (blank: the best balance with staying silent)",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["profile"].choices = profile_choices()

@@ -94,7 +94,7 @@ class RetrievalSettings:
     vector_k: int = 50  # candidates taken from the vector index
     bm25_k: int = 50  # candidates taken from the BM25 index
     fusion: str = "cc"  # "cc" (convex combination of normalised scores) or "rrf"
-    cc_vector_weight: float = 0.6  # cc: the vector score's weight; BM25's is 1 minus it
+    cc_vector_weight: float = 0.4  # cc: the vector margin's weight; BM25 coverage's is 1 minus it
     # cc: BM25 coverage up to this adds nothing: a hit sharing only a name or a common word with
     # the query ("Nina" in "where does Nina's mother live") is no lexical evidence.
     cc_min_coverage: float = 0.2

@@ -14,8 +14,15 @@ A metric with nothing to average over is None (shown as "n/a"), never a flatteri
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from django.db import transaction
+
+from memoryui.models import Memory
+from recall import index
+from recall.models import GoldenQuery, GoldenSet
 from recall.pipeline import CONFIGURED, RecallSettings, recall
 
 
@@ -130,3 +137,90 @@ def compare(a: Evaluation, b: Evaluation) -> list[Movement]:
             )
         )
     return movements
+
+
+# --- labelled sets as golden queries -------------------------------------------------------------
+
+LABELLED_NAMESPACE = uuid.UUID("2f1d6c1e-7c53-4d0e-9a55-2b8a4a1f6e01")  # the benchmarks' memory ids too
+
+
+class LabelledSetError(ValueError):
+    """A labelled set file that cannot be read; the message names the place and the reason."""
+
+
+def read_labelled(data: dict) -> tuple[list[dict], list[dict]]:
+    """(memories, queries) of a labelled set in either format of bench/data.
+
+    Memories: key, scope, kind, text and optional entity_key, tags, created_at. Queries: query,
+    scope, relevant (memory keys; [] when nothing answers). A conversation set gives one `fact`
+    per observation, dated by its session, and one query per question with its evidence.
+    """
+    if not isinstance(data, dict) or not ("conversations" in data or {"memories", "queries"} <= data.keys()):
+        raise LabelledSetError("expected an object with `memories` and `queries`, or with `conversations`")
+    if "conversations" not in data:
+        return data["memories"], data["queries"]
+    memories, queries = [], []
+    for conversation in data["conversations"]:
+        dates = {s["id"]: s["date"] for s in conversation["sessions"]}
+        memories += [
+            {"key": o["key"], "scope": conversation["scope"], "kind": "fact", "text": o["text"],
+             "created_at": f"{dates[o['session']]}T12:00:00+00:00"}
+            for o in conversation["observations"]
+        ]  # fmt: skip
+        queries += [
+            {"query": q["question"], "scope": conversation["scope"], "relevant": q["evidence"], "note": q["type"]}
+            for q in conversation["questions"]
+        ]
+    return memories, queries
+
+
+def import_labelled(data: dict, *, name: str, actor: str) -> dict:
+    """Write a labelled set's memories into their scopes and its queries as one golden set a scope.
+
+    Memory ids are derived from the keys, so importing again adds nothing twice; the golden sets
+    (`<name>/<scope>`) are replaced. Returns the counts and the golden sets' names.
+    """
+    memories, queries = read_labelled(data)
+    ids = {m["key"]: uuid.uuid5(LABELLED_NAMESPACE, m["key"]) for m in memories}
+    for position, q in enumerate(queries, 1):
+        unknown = [key for key in q["relevant"] if key not in ids]
+        if unknown:
+            raise LabelledSetError(f"query {position} ({q['query'][:60]!r}): unknown memory keys {', '.join(unknown)}")
+    created = 0
+    with transaction.atomic():
+        existing = set(Memory.objects.filter(pk__in=ids.values()).values_list("pk", flat=True))
+        for m in memories:
+            if ids[m["key"]] in existing:
+                continue
+            fields = {"scope": m["scope"], "kind": m["kind"], "text": m["text"], "confidence": 0.9}
+            if m.get("entity_key"):
+                fields["entity_key"] = m["entity_key"]
+            if m.get("tags"):
+                fields["metadata"] = {"tags": m["tags"]}
+            memory, was_created = Memory.objects.write(actor=actor, id=ids[m["key"]], semantic=False, **fields)
+            if not was_created:
+                raise LabelledSetError(f"memory {m['key']} duplicates {memory.pk}: a labelled set holds no duplicate")
+            if m.get("created_at"):
+                when = datetime.fromisoformat(m["created_at"])
+                Memory.objects.filter(pk=memory.pk).update(created_at=when, updated_at=when)
+            created += 1
+        sets = []
+        scopes = list(dict.fromkeys(q["scope"] for q in queries))
+        for scope in scopes:
+            golden, _ = GoldenSet.objects.update_or_create(
+                name=f"{name}/{scope}"[:100], defaults={"scope": scope, "description": f"Imported from {name}."}
+            )
+            golden.queries.all().delete()
+            GoldenQuery.objects.bulk_create(
+                GoldenQuery(
+                    golden_set=golden,
+                    query=q["query"],
+                    expected_ids=[str(ids[key]) for key in q["relevant"]],
+                    note=str(q.get("note") or q.get("type") or "")[:200],
+                )
+                for q in queries
+                if q["scope"] == scope
+            )
+            sets.append(golden.name)
+    index.sync_memories([str(pk) for pk in ids.values()])
+    return {"memories": len(memories), "created": created, "queries": len(queries), "golden_sets": sets}

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from recall.fusion import SettingsError
+from recall.knobs import active_defaults
 from recall.pipeline import RecallResult, RecallSettings
 
 DEFAULT_PROFILE = "default"
@@ -39,6 +40,12 @@ class RecallProfile(models.Model):
     )
     description = models.TextField(blank=True)
     knobs = models.JSONField(default=dict, blank=True, help_text="knobs that differ from the built-in defaults")
+    embedder = models.CharField(
+        max_length=200, blank=True, help_text="the embedder the knobs were calibrated for (blank: not calibrated)"
+    )
+    calibration = models.JSONField(
+        default=dict, blank=True, help_text="the last calibration: golden sets, metrics before and after"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -60,7 +67,8 @@ class RecallProfile(models.Model):
 
     @property
     def settings(self) -> RecallSettings:
-        return RecallSettings.from_dict(self.knobs or {})
+        """The stored knobs over the defaults of the configured embedder (recall.knobs)."""
+        return RecallSettings.from_dict({**active_defaults(), **(self.knobs or {})})
 
 
 class RecallTrace(models.Model):

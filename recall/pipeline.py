@@ -30,6 +30,7 @@ from memoryui.models import Memory, MemoryEvent
 from recall import heuristic, selector, toolfilter
 from recall.answerability import Answer
 from recall.fusion import LIMIT_MAX, RETIRED_KNOBS, Candidate, RetrievalSettings, SettingsError, clamp_limit
+from recall.knobs import active_defaults
 from recall.search import NEAR_MISSES, Found, SearchError, clean_query, search
 
 DECISIONS = ("selected", "not_selected", "filtered", "below_floor")
@@ -307,7 +308,7 @@ def recall(
     `selector_config` defaults to the configured LLM endpoint (None: no selector).
     """
     started = time.perf_counter()
-    settings = settings or RecallSettings()
+    settings = settings or RecallSettings.from_dict(active_defaults())
     text, notices = clean_query(query)
     parsed = heuristic.parse_query(text)
     limit, clamped = clamp_limit(limit if limit is not None else settings.retrieval.limit)

@@ -19,5 +19,6 @@ urlpatterns = [
     path("golden/", views.golden_list, name="golden_list"),
     path("golden/<int:pk>/", views.golden_detail, name="golden_detail"),
     path("golden/<int:pk>/run/", views.golden_run, name="golden_run"),
+    path("golden/<int:pk>/calibrate/", views.golden_calibrate, name="golden_calibrate"),
     path("golden/<int:pk>/queries/<int:query_pk>/delete/", views.golden_query_delete, name="golden_query_delete"),
 ]

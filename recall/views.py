@@ -30,11 +30,14 @@ from memoryui.views import (
     login_required_htmx,
 )
 from recall import golden
+from recall.calibration import MIN_ANSWERABLE, MIN_QUERIES, MIN_UNANSWERABLE
 from recall.documents import IndexUnavailable
-from recall.forms import GoldenQueryForm, GoldenRunForm, GoldenSetForm, PlaygroundForm, ProfileForm
+from recall.embeddings import EmbedderUnavailable, get_embedder
+from recall.forms import CalibrateForm, GoldenQueryForm, GoldenRunForm, GoldenSetForm, PlaygroundForm, ProfileForm
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 from recall.pipeline import RecallSettings, recall, why_not
 from recall.search import SearchError
+from recall.tasks import enqueue_calibration
 
 TRACE_SALT = "recall.playground.trace"
 TRACE_PAGE_SIZE = 50
@@ -163,7 +166,14 @@ def profile_list(request: HttpRequest) -> HttpResponse:
         {"profile": profile, "changed": [(k, v, defaults.get(k)) for k, v in sorted(profile.knobs.items())]}
         for profile in RecallProfile.objects.all()
     ]
-    return _render(request, "recall/profile_list.html", {"profiles": profiles})
+    try:
+        embedder = get_embedder().name
+    except (EmbedderUnavailable, ValueError) as exc:
+        embedder, problem = None, str(exc)
+    else:
+        problem = None
+    context = {"profiles": profiles, "active_embedder": embedder, "embedder_problem": problem}
+    return _render(request, "recall/profile_list.html", context)
 
 
 @login_required_htmx
@@ -209,8 +219,53 @@ def golden_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "queries": golden_set.queries.all(),
         "form": form,
         "run_form": GoldenRunForm(initial={"a": DEFAULT_PROFILE}),
+        "calibrate_form": CalibrateForm(initial={"profile": DEFAULT_PROFILE, "save_as": _calibrated_name(golden_set)}),
+        **_calibration_size(golden_set),
     }
     return _render(request, "recall/golden_detail.html", context, status=400 if request.method == "POST" else 200)
+
+
+def _calibrated_name(golden_set: GoldenSet) -> str:
+    return ("calibrated-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in golden_set.name.lower()))[:64]
+
+
+def _calibration_size(golden_set: GoldenSet) -> dict:
+    """What the Calibrate panel says about the set's size, and why it refuses a set too small."""
+    expected = [bool(ids) for ids in golden_set.queries.values_list("expected_ids", flat=True)]
+    queries, answerable = len(expected), sum(expected)
+    missing = []
+    if queries < MIN_QUERIES:
+        missing.append(f"{MIN_QUERIES - queries} more quer{'y' if MIN_QUERIES - queries == 1 else 'ies'}")
+    if answerable < MIN_ANSWERABLE:
+        missing.append(f"{MIN_ANSWERABLE - answerable} more expecting memories")
+    if queries - answerable < MIN_UNANSWERABLE:
+        missing.append(f"{MIN_UNANSWERABLE - (queries - answerable)} more expecting nothing")
+    return {"calibration_missing": missing, "calibration_minimum": (MIN_QUERIES, MIN_ANSWERABLE, MIN_UNANSWERABLE)}
+
+
+@login_required_htmx
+@require_POST
+def golden_calibrate(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue a calibration of the set's knobs; the task page follows it, the profile holds the result."""
+    golden_set = get_object_or_404(GoldenSet, pk=pk)
+    form = CalibrateForm(request.POST)
+    missing = _calibration_size(golden_set)["calibration_missing"]
+    if missing:
+        messages.error(request, "Too few golden queries to calibrate on: add " + ", ".join(missing) + ".")
+        return redirect(golden_set)
+    if not form.is_valid():
+        errors = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in form.errors.items())
+        messages.error(request, f"Calibration not started: {errors}")
+        return redirect(golden_set)
+    run = enqueue_calibration(
+        golden_set,
+        profile=form.cleaned_data["profile"],
+        save_as=form.cleaned_data["save_as"],
+        min_answered=form.cleaned_data["min_answered"],
+        actor=request.user.get_username(),
+    )
+    messages.success(request, f"Calibration queued: it saves profile {form.cleaned_data['save_as']} when done.")
+    return redirect(run.get_absolute_url())
 
 
 @login_required_htmx
@@ -244,6 +299,8 @@ def golden_run(request: HttpRequest, pk: int) -> HttpResponse:
         "form": GoldenQueryForm(golden_set=golden_set),
         "run_form": form,
         "panel": panel,
+        "calibrate_form": CalibrateForm(initial={"profile": DEFAULT_PROFILE, "save_as": _calibrated_name(golden_set)}),
+        **_calibration_size(golden_set),
     }
     return _render(request, "recall/golden_detail.html", context, status=400 if panel["invalid"] else 200)
 

@@ -1,0 +1,282 @@
+"""Calibration: fit the fusion and answerability knobs to a user's own golden queries.
+
+Every golden query is retrieved once (`recall.search.retrieve`, candidates as wide as the
+starting profile asks); the knobs are then searched offline by re-ranking and re-judging those
+retrievals, in two stages with one objective each:
+
+- fusion (`fusion`, `cc_vector_weight`, `cc_min_coverage`, `rrf_k`, `rrf_*_weight`): the mean
+  of recall@k and MRR of the ranking, over the queries that expect something (answerable);
+- answerability (`strong_margin`, `strong_coverage`, `agree_margin`, `agree_coverage`): the
+  mean of the share of answerable queries answered and the share of queries expecting nothing
+  (unanswerable) left silent: the balanced accuracy of the decision to answer.
+
+The starting settings are always among the candidates, so a calibration holds or improves each
+objective on the set; ties keep the starting value. The sets must be big enough to say
+anything: `MIN_QUERIES`, with `MIN_ANSWERABLE` expecting something and `MIN_UNANSWERABLE`
+expecting nothing. What is measured is the set the knobs were fitted on: a held-out set tells
+how far they carry.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import numpy as np
+from django.db import transaction
+from django.utils import timezone
+
+from recall.answerability import strong_evidence
+from recall.fusion import RetrievalSettings, SettingsError
+from recall.knobs import embedder_defaults
+from recall.models import RecallProfile
+from recall.pipeline import RecallSettings
+from recall.search import Retrieval, SearchError, clean_query, rank, retrieve
+
+MIN_QUERIES = 20
+MIN_ANSWERABLE = 10
+MIN_UNANSWERABLE = 5
+FUSION_KNOBS = ("fusion", "cc_vector_weight", "cc_min_coverage", "rrf_k", "rrf_vector_weight", "rrf_bm25_weight")
+ANSWER_KNOBS = ("strong_margin", "strong_coverage", "agree_margin", "agree_coverage")
+
+FUSION_GRID = [{"fusion": "cc", "cc_vector_weight": w, "cc_min_coverage": c}
+               for w in (0.4, 0.5, 0.6, 0.7, 0.8) for c in (0.0, 0.1, 0.2, 0.3)]  # fmt: skip
+FUSION_GRID += [{"fusion": "rrf", "rrf_k": k, "rrf_vector_weight": 1.0, "rrf_bm25_weight": b}
+                for k in (10, 60) for b in (0.3, 0.5, 1.0)]  # fmt: skip
+ANSWER_GRID = [
+    dict(zip(ANSWER_KNOBS, values, strict=True))
+    for values in itertools.product(
+        (0.06, 0.07, 0.085, 0.1, 0.12), (0.5, 0.6, 0.8), (0.02, 0.03, 0.04, 0.05, 0.06), (0.1, 0.15, 0.2, 0.3)
+    )
+]
+
+
+class CalibrationRefused(ValueError):
+    """The golden queries cannot calibrate anything; the message says why and what is needed."""
+
+
+@dataclass
+class Sample:
+    """One golden query and what the indexes answered for it."""
+
+    query: str
+    scope: str
+    expected: frozenset[str]
+    retrieval: Retrieval
+
+
+@dataclass
+class Calibration:
+    start: RetrievalSettings
+    best: RetrievalSettings
+    before: dict[str, dict[str, float]]
+    after: dict[str, dict[str, float]]
+    queries: int
+    answerable: int
+    skipped: list[str] = field(default_factory=list)
+    min_answered: float | None = None
+
+    @property
+    def min_answered_met(self) -> bool | None:
+        """Whether the calibrated knobs answer the share asked for (None: none was asked)."""
+        if self.min_answered is None:
+            return None
+        return self.after["answerable"]["answered"] >= self.min_answered
+
+    @property
+    def changed(self) -> dict:
+        start, best = self.start.to_dict(), self.best.to_dict()
+        return {knob: best[knob] for knob in (*FUSION_KNOBS, *ANSWER_KNOBS) if best[knob] != start[knob]}
+
+    def to_dict(self) -> dict:
+        return {
+            "queries": self.queries,
+            "answerable": self.answerable,
+            "skipped": self.skipped,
+            "before": self.before,
+            "after": self.after,
+            "changed": self.changed,
+            "min_answered": self.min_answered,
+            "min_answered_met": self.min_answered_met,
+            "knobs": {knob: self.best.to_dict()[knob] for knob in (*FUSION_KNOBS, *ANSWER_KNOBS)},
+        }
+
+
+def check_size(queries: int, answerable: int) -> None:
+    """Refuse sets too small to calibrate on, saying what they hold and what is needed."""
+    unanswerable = queries - answerable
+    if queries >= MIN_QUERIES and answerable >= MIN_ANSWERABLE and unanswerable >= MIN_UNANSWERABLE:
+        return
+    raise CalibrationRefused(
+        f"the golden queries are too few to calibrate on: {queries} queries, {answerable} expecting memories "
+        f"and {unanswerable} expecting nothing; calibration needs at least {MIN_QUERIES} queries, with at least "
+        f"{MIN_ANSWERABLE} expecting memories (to fit the ranking) and {MIN_UNANSWERABLE} expecting nothing (to "
+        "fit when to stay silent). Add golden queries, or calibrate on several sets at once."
+    )
+
+
+def collect(golden_sets, settings: RetrievalSettings) -> tuple[list[Sample], list[str]]:
+    """Retrieve every golden query of the sets once; (samples, the queries that could not run and why)."""
+    samples, skipped = [], []
+    for golden_set in golden_sets:
+        for golden in golden_set.queries.all():
+            try:
+                text, _ = clean_query(golden.query)
+            except SearchError as exc:
+                skipped.append(f"{golden.query[:80]!r}: {exc}")
+                continue
+            retrieval, _ = retrieve(text, [golden_set.scope], settings)
+            expected = frozenset(str(pk) for pk in golden.expected_ids)
+            samples.append(Sample(text, golden_set.scope, expected, retrieval))
+    return samples, skipped
+
+
+def score(samples: list[Sample], settings: RetrievalSettings, *, k: int, now: datetime) -> dict[str, dict]:
+    """The metrics per query type (answerable, unanswerable) and the two objectives, at k results."""
+    answerable = {"queries": 0, "recall@k": 0.0, "mrr": 0.0, "answered": 0.0, "top1": 0.0}
+    unanswerable = {"queries": 0, "silent": 0.0}
+    for sample in samples:
+        candidates, answer = rank(sample.retrieval, settings, now)
+        if not sample.expected:
+            unanswerable["queries"] += 1
+            unanswerable["silent"] += not answer.answered
+            continue
+        answerable["queries"] += 1
+        ids = [c.id for c in candidates]
+        answerable["recall@k"] += len(sample.expected & set(ids[:k])) / min(k, len(sample.expected))
+        answerable["mrr"] += next((1 / n for n, pk in enumerate(ids, 1) if pk in sample.expected), 0.0)
+        given = [c.id for c in candidates if c.passes_floor] if answer.answered else []
+        answerable["answered"] += bool(given)
+        answerable["top1"] += bool(given) and given[0] in sample.expected
+    for key in ("recall@k", "mrr", "answered", "top1"):
+        answerable[key] = _share(answerable[key], answerable["queries"])
+    unanswerable["silent"] = _share(unanswerable["silent"], unanswerable["queries"])
+    return {
+        "answerable": answerable,
+        "unanswerable": unanswerable,
+        "objectives": {
+            "ranking": _round((answerable["recall@k"] + answerable["mrr"]) / 2),
+            "answerability": _round((answerable["answered"] + unanswerable["silent"]) / 2),
+        },
+    }
+
+
+def calibrate(
+    samples: list[Sample],
+    start: RetrievalSettings,
+    *,
+    k: int,
+    min_answered: float | None = None,
+    skipped: list[str] | None = None,
+    now=None,
+) -> Calibration:
+    """Search the fusion, then the answerability knobs; the best of each, never worse than `start`.
+
+    With `min_answered` the answerability objective is the share of unanswerable queries left
+    silent among the settings that answer at least that share of the answerable ones; when none
+    does, the setting that answers the most (and `min_answered_met` is False).
+    """
+    now = now or timezone.now()
+    answerable = sum(bool(s.expected) for s in samples)
+    check_size(len(samples), answerable)
+    answered = _answerable(samples)
+    best = start
+    best_ranking = score(answered, start, k=k, now=now)["objectives"]["ranking"]
+    for knobs in FUSION_GRID:
+        trial = _trial(start, knobs)
+        if trial is None:
+            continue
+        objective = score(answered, trial, k=k, now=now)["objectives"]["ranking"]
+        if objective > best_ranking:
+            best, best_ranking = trial, objective
+    best = _best_answerability(samples, best, min_answered)
+    return Calibration(
+        start=start,
+        best=best,
+        before=score(samples, start, k=k, now=now),
+        after=score(samples, best, k=k, now=now),
+        queries=len(samples),
+        answerable=answerable,
+        skipped=list(skipped or []),
+        min_answered=min_answered,
+    )
+
+
+def _best_answerability(
+    samples: list[Sample], settings: RetrievalSettings, min_answered: float | None = None
+) -> RetrievalSettings:
+    """The answerability knobs that decide best whether to answer; labels do not depend on the fusion,
+    so every sample's margins and coverages are read once and the rule replayed on arrays."""
+    signals = []
+    for sample in samples:
+        refused = sample.retrieval.refused
+        vector = {hit.id: hit.score - sample.retrieval.anchors.get(hit.id, 0.0) for hit in sample.retrieval.vector_hits}
+        lexical = {hit.id: hit.coverage or 0.0 for hit in sample.retrieval.bm25_hits}
+        ids = [pk for pk in {**vector, **lexical} if pk in sample.retrieval.infos]
+        margins = np.array([-np.inf if refused or pk not in vector else vector[pk] for pk in ids])
+        coverages = np.array([lexical.get(pk, 0.0) for pk in ids])
+        signals.append((bool(sample.expected), margins, coverages))
+
+    def objective(trial: RetrievalSettings) -> tuple:
+        answered = silent = answerable = unanswerable = 0
+        for expects, margins, coverages in signals:
+            said = bool(np.any(strong_evidence(margins, coverages, trial))) if len(margins) else False
+            if expects:
+                answerable += 1
+                answered += said
+            else:
+                unanswerable += 1
+                silent += not said
+        answered, silent = _share(answered, answerable), _share(silent, unanswerable)
+        if min_answered is None:
+            return ((answered + silent) / 2,)
+        feasible = answered >= min_answered
+        return (feasible, silent if feasible else answered, answered)
+
+    best, best_objective = settings, objective(settings)
+    for knobs in ANSWER_GRID:
+        trial = _trial(settings, knobs)
+        if trial is None:
+            continue
+        value = objective(trial)
+        if value > best_objective:
+            best, best_objective = trial, value
+    return best
+
+
+def _trial(settings: RetrievalSettings, knobs: dict) -> RetrievalSettings | None:
+    """`settings` with `knobs`, or None when they do not combine (a weak threshold above a strong one)."""
+    try:
+        return replace(settings, **knobs)
+    except SettingsError:
+        return None
+
+
+def _answerable(samples: list[Sample]) -> list[Sample]:
+    return [s for s in samples if s.expected]
+
+
+def _share(count: float, total: int) -> float:
+    return _round(count / total) if total else 0.0
+
+
+def _round(value: float) -> float:
+    return round(value, 4)
+
+
+def save_profile(name: str, start: RecallSettings, result: Calibration, golden: list[str], embedder) -> RecallProfile:
+    """Save `start` with the calibrated retrieval knobs as profile `name` (only what differs from the
+    embedder's defaults), with the embedder it was calibrated for and the calibration's numbers."""
+    settings = replace(start, retrieval=result.best)
+    defaults = RecallSettings.from_dict(embedder_defaults(embedder)).to_dict()
+    knobs = {knob: value for knob, value in settings.to_dict().items() if defaults[knob] != value}
+    with transaction.atomic():
+        profile, _ = RecallProfile.objects.select_for_update().get_or_create(name=name)
+        profile.knobs = knobs
+        profile.embedder = embedder.name
+        profile.calibration = {"golden": golden, **result.to_dict()}
+        profile.description = f"Calibrated on {', '.join(golden)} ({result.queries} queries) for {embedder.name}."
+        profile.full_clean()
+        profile.save()
+    return profile

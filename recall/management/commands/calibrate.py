@@ -1,0 +1,119 @@
+"""Fit the fusion and answerability knobs to golden queries, and save them as a profile.
+
+python manage.py calibrate --golden support-bot --dry-run
+python manage.py calibrate --golden c1 --golden c2 --save-profile conversations --json
+python manage.py calibrate --golden c1 --profile conversations --dry-run   # does the profile hold?
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+
+from memoryui.management.base import ReportingCommand
+from recall import calibration
+from recall.documents import IndexUnavailable
+from recall.index import get_index
+from recall.models import GoldenSet, RecallProfile
+
+
+class Command(ReportingCommand):
+    help = "Search the fusion and answerability knobs on golden sets; print before/after; save the winner."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--golden", action="append", required=True, metavar="SET", help="a golden set's name, repeatable"
+        )
+        parser.add_argument("--profile", default=None, help="the profile to start from (default: default)")
+        parser.add_argument(
+            "--min-answered",
+            type=float,
+            metavar="SHARE",
+            help="answer at least this share (0..1) of the queries that expect memories, and within that keep "
+            "as many of the others silent as possible (default: the best balance of the two)",
+        )
+        parser.add_argument("--save-profile", metavar="NAME", help="save the calibrated knobs as this profile")
+        parser.add_argument("--dry-run", action="store_true", help="change nothing, whatever else is asked")
+        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+    def handle(self, *args, **options):
+        golden_sets = []
+        for name in dict.fromkeys(options["golden"]):
+            try:
+                golden_sets.append(GoldenSet.objects.get(name=name))
+            except GoldenSet.DoesNotExist:
+                known = ", ".join(GoldenSet.objects.values_list("name", flat=True)) or "none yet"
+                raise CommandError(f"--golden: no golden set named {name!r}; known: {known}") from None
+        try:
+            start_profile = RecallProfile.objects.resolve(options["profile"])
+        except RecallProfile.DoesNotExist:
+            raise CommandError(f"--profile: no profile named {options['profile']!r}") from None
+        saving = options["save_profile"]
+        if saving:
+            form_error = _profile_name_error(saving)
+            if form_error:
+                raise CommandError(f"--save-profile: {form_error}")
+        min_answered = options["min_answered"]
+        if min_answered is not None and not 0 <= min_answered <= 1:
+            raise CommandError(f"--min-answered: must be a share between 0 and 1, got {min_answered:g}")
+        start = start_profile.settings
+        try:
+            samples, skipped = calibration.collect(golden_sets, start.retrieval)
+            result = calibration.calibrate(
+                samples, start.retrieval, k=start.retrieval.limit, min_answered=min_answered, skipped=skipped
+            )
+            embedder = get_index("vector").embedder
+        except calibration.CalibrationRefused as exc:
+            raise CommandError(str(exc)) from None
+        except IndexUnavailable as exc:
+            raise CommandError(f"{exc}; run `manage.py reindex --verify` to check the indexes") from None
+        document = {
+            "golden": [g.name for g in golden_sets],
+            "start_profile": start_profile.name,
+            "embedder": embedder.name,
+            "dry_run": options["dry_run"],
+            "saved_profile": None,
+            **result.to_dict(),
+        }
+        if saving and not options["dry_run"]:
+            profile = calibration.save_profile(saving, start, result, [g.name for g in golden_sets], embedder)
+            document["saved_profile"] = profile.name
+        if options["json"]:
+            self.report(document)
+            return
+        self.stdout.write(_describe(document))
+
+
+def _profile_name_error(name: str) -> str | None:
+    field = RecallProfile._meta.get_field("name")
+    try:
+        field.run_validators(name)
+    except Exception as exc:  # ValidationError: its messages say what is allowed
+        return "; ".join(getattr(exc, "messages", [str(exc)]))
+    return None
+
+
+def _describe(document: dict) -> str:
+    lines = [
+        f"calibrated on {', '.join(document['golden'])}: {document['queries']} queries "
+        f"({document['answerable']} expecting memories), starting from profile {document['start_profile']}, "
+        f"embedder {document['embedder']}"
+    ]
+    lines += [f"skipped {why}" for why in document["skipped"]]
+    before, after = document["before"], document["after"]
+    for kind in ("answerable", "unanswerable", "objectives"):
+        for metric, value in before[kind].items():
+            if metric == "queries":
+                continue
+            lines.append(f"  {kind:<13} {metric:<14} {value:.3f} → {after[kind][metric]:.3f}")
+    if document["min_answered_met"] is False:
+        lines.append(
+            f"no setting answers {document['min_answered']:.0%} of the queries expecting memories; "
+            f"these answer the most ({after['answerable']['answered']:.0%})"
+        )
+    changed = document["changed"]
+    lines.append("changed: " + (", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "nothing"))
+    if document["saved_profile"]:
+        lines.append(f"saved as profile {document['saved_profile']}")
+    elif document["dry_run"]:
+        lines.append("dry run: nothing saved")
+    return "\n".join(lines)

