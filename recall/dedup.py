@@ -24,6 +24,7 @@ NEIGHBOURS = 3
 class Neighbour:
     id: str
     similarity: float  # cosine similarity of the two passages
+    verdict: object = None  # the write path's LLM judge: its Verdict, or why there is none
 
 
 @dataclass(frozen=True)

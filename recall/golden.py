@@ -151,9 +151,10 @@ class LabelledSetError(ValueError):
 def read_labelled(data: dict) -> tuple[list[dict], list[dict]]:
     """(memories, queries) of a labelled set in either format of bench/data.
 
-    Memories: key, scope, kind, text and optional entity_key, tags, created_at. Queries: query,
-    scope, relevant (memory keys; [] when nothing answers). A conversation set gives one `fact`
-    per observation, dated by its session, and one query per question with its evidence.
+    Memories: key, scope, kind, text and optional entity_key, tags, created_at. Queries: id,
+    query, scope, type, relevant (memory keys; [] when nothing answers). A conversation set gives
+    one `fact` per observation, dated by its session, and one query per question with its
+    evidence as the relevant keys.
     """
     if not isinstance(data, dict) or not ("conversations" in data or {"memories", "queries"} <= data.keys()):
         raise LabelledSetError("expected an object with `memories` and `queries`, or with `conversations`")
@@ -168,10 +169,16 @@ def read_labelled(data: dict) -> tuple[list[dict], list[dict]]:
             for o in conversation["observations"]
         ]  # fmt: skip
         queries += [
-            {"query": q["question"], "scope": conversation["scope"], "relevant": q["evidence"], "note": q["type"]}
+            {"id": q["id"], "query": q["question"], "scope": conversation["scope"], "type": q["type"],
+             "relevant": q["evidence"]}
             for q in conversation["questions"]
-        ]
+        ]  # fmt: skip
     return memories, queries
+
+
+def labelled_id(key: str) -> uuid.UUID:
+    """The memory id a labelled memory key is imported under (stable: benchmarks compare runs by it)."""
+    return uuid.uuid5(LABELLED_NAMESPACE, key)
 
 
 def import_labelled(data: dict, *, name: str, actor: str) -> dict:
@@ -181,7 +188,7 @@ def import_labelled(data: dict, *, name: str, actor: str) -> dict:
     (`<name>/<scope>`) are replaced. Returns the counts and the golden sets' names.
     """
     memories, queries = read_labelled(data)
-    ids = {m["key"]: uuid.uuid5(LABELLED_NAMESPACE, m["key"]) for m in memories}
+    ids = {m["key"]: labelled_id(m["key"]) for m in memories}
     for position, q in enumerate(queries, 1):
         unknown = [key for key in q["relevant"] if key not in ids]
         if unknown:
@@ -216,7 +223,7 @@ def import_labelled(data: dict, *, name: str, actor: str) -> dict:
                     golden_set=golden,
                     query=q["query"],
                     expected_ids=[str(ids[key]) for key in q["relevant"]],
-                    note=str(q.get("note") or q.get("type") or "")[:200],
+                    note=str(q.get("type") or q.get("note") or "")[:200],
                 )
                 for q in queries
                 if q["scope"] == scope

@@ -161,3 +161,33 @@ def test_a_restatement_says_all_the_shorter_text_says(short, long, restates):
 )
 def test_codes_holding_digits_differ_like_numbers(a, b):
     assert rules.semantic_merge_blocker(a, b).startswith("the numbers differ")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("每天下午三点开站会。", "每天下午四点开站会。"),
+        ("我们买了两个显示器。", "我们买了三个显示器。"),
+        ("第三次复查正常。", "第四次复查正常。"),
+        ("十五年前搬到了成都。", "十二年前搬到了成都。"),
+        ("车牌是粤B·88Q66。", "车牌是粤B·88Q67。"),
+    ],
+)
+def test_chinese_numerals_and_separated_codes_differ_like_numbers(a, b):
+    assert rules.semantic_merge_blocker(a, b).startswith("the numbers differ")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("车牌是粤B·88Q66。", "车牌是粤B88Q66"),  # the same code with and without its separator
+        ("Ticket JIRA-1234 is blocked.", "Ticket JIRA1234 is blocked."),
+        ("我们一起去吃饭。", "咱们一起去吃饭吧。"),  # 一 in 一起 counts nothing
+    ],
+)
+def test_the_same_code_written_apart_and_words_with_numeral_characters_are_no_numbers(a, b):
+    assert rules.semantic_merge_blocker(a, b) is None
+
+
+def test_chinese_numerals_read_as_their_values():
+    assert rules.numbers_of("两个人，十五年，二十三次，一百零五元") == {"2", "15", "23", "105"}

@@ -33,8 +33,20 @@ def test_the_threshold_is_tunable_and_off_switches_the_layer(indexes, write, set
     write("User prefers concise answers", kind="preference")
     assert Memory.objects.count() == 2
     settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = 0.999
-    write("The user prefers concise answers!", kind="preference")  # layer 1 normalizes only whitespace/case
+    write("The user prefers brief answers.", kind="preference")  # near, but under the threshold
     assert Memory.objects.count() == 3
+
+
+def test_a_restatement_merges_below_the_threshold_as_dedup_links_it(indexes, write, settings):
+    settings.MEMORYUI_SEMANTIC_DEDUP_THRESHOLD = 0.999
+    first = write("Releases go out on Thursdays.", kind="procedure")
+    more = write("Releases go out on Thursdays, after the QA sign-off.", kind="procedure")
+
+    assert more.pk == first.pk and Memory.objects.count() == 1
+    event = MemoryEvent.objects.get(memory=first, action="merged")
+    assert event.reason.endswith(": restates with more detail") and event.after["similarity"] < 0.999
+    more.refresh_from_db()
+    assert more.text == "Releases go out on Thursdays, after the QA sign-off."  # the text that says more
 
 
 @pytest.mark.parametrize(
