@@ -43,7 +43,6 @@ LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 20, 5
 # The most the rerank may move a score, in fusion units (see the module docstring).
 MAX_RERANK_SPREAD = 0.5
 FUSIONS = ("cc", "rrf")
-LABELS = ("strong", "weak", "below_floor")
 
 # Allowed range of every numeric knob: (type, lowest, highest), both ends inclusive.
 _KNOB_RANGES: dict[str, tuple[type, float, float]] = {
@@ -233,7 +232,9 @@ def rrf(*ranked_lists: Iterable[Hit], k: int, weights: Iterable[float] | None = 
 
     A memory listed twice in one list counts once, at its best rank. Weights default to 1.
     """
-    return _sum_contributions(rrf_contributions(*ranked_lists, k=k, weights=weights))
+    return {
+        memory_id: sum(parts) for memory_id, parts in rrf_contributions(*ranked_lists, k=k, weights=weights).items()
+    }
 
 
 def rrf_contributions(
@@ -290,10 +291,6 @@ def convex_contributions(
     return found
 
 
-def _sum_contributions(found: Mapping[str, list[float]]) -> dict[str, float]:
-    return {memory_id: sum(parts) for memory_id, parts in found.items()}
-
-
 @dataclass(frozen=True)
 class CandidateInfo:
     """What the rerank needs to know about one memory, loaded from the database."""
@@ -345,10 +342,6 @@ class Candidate:
     @property
     def dropped_by(self) -> tuple[str, ...]:
         return self.reasons if self.label == "below_floor" else ()
-
-    @property
-    def floor_status(self) -> str:
-        return "passed" if self.passes_floor else "; ".join(self.reasons)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -457,18 +450,8 @@ def _freshness(info: CandidateInfo, settings: RetrievalSettings, now: datetime) 
     return 0.5 ** (age_days / settings.recency_half_life_days)
 
 
-def pair(value: float, floor: float) -> str:
-    """'0.78 < 0.83', with enough decimals that the two never print the same."""
-    for decimals in range(2, 7):
-        shown, shown_floor = f"{value:.{decimals}f}", f"{floor:.{decimals}f}"
-        if shown != shown_floor:
-            break
-    return f"{shown} < {shown_floor}"
-
-
 __all__ = [
     "FUSIONS",
-    "LABELS",
     "RETIRED_KNOBS",
     "Candidate",
     "CandidateInfo",
@@ -477,7 +460,6 @@ __all__ = [
     "clamp_limit",
     "convex_contributions",
     "fuse",
-    "pair",
     "rrf",
     "rrf_contributions",
     "top_matches",
