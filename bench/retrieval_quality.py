@@ -92,7 +92,7 @@ def collect(name: str) -> dict:
     from recall.fusion import RetrievalSettings
     from recall.golden import import_labelled
     from recall.pipeline import BLOCK_HEADING, recall
-    from recall.search import retrieve
+    from recall.search import check_outside_top_k, retrieve
 
     path = SETS[name]
     memories, queries = labelled_set(path)
@@ -114,6 +114,7 @@ def collect(name: str) -> dict:
     runs = []
     for q in queries:
         retrieval, _ = retrieve(q["query"], [q["scope"]], settings)
+        check_outside_top_k(retrieval, [q["scope"]])
         result = recall(q["query"], scope=q["scope"], selector_config=None)
         lines = [line for line in result.block.splitlines() if line != BLOCK_HEADING]
         runs.append(
@@ -128,6 +129,7 @@ def collect(name: str) -> dict:
                     for pk, i in retrieval.infos.items()
                 },
                 "refused": retrieval.refused,
+                "checked": retrieval.checked,
                 "recall": [rc.id for rc in result.selected],
                 "recall_within_limit": len(result.selected) <= result.limit and len(lines) <= result.limit,
             }
@@ -188,6 +190,7 @@ def retrievals(collected: dict) -> list[tuple[dict, object]]:
             anchors=run["anchors"],
             infos=infos,
             refused=run["refused"],
+            checked=run["checked"],
         )
         found.append((run, retrieval))
     return found
@@ -201,10 +204,9 @@ def answers(runs, settings, retriever: str, *, floor: bool, now) -> list[tuple[l
 
     got = []
     for run, retrieval in runs:
-        if retriever != "hybrid":
-            keep = "vector_hits" if retriever == "vector" else "bm25_hits"
+        if retriever != "hybrid":  # one retriever alone: nothing of the other, no checked similarities
             drop = "bm25_hits" if retriever == "vector" else "vector_hits"
-            retrieval = replace(retrieval, **{drop: []}, **{keep: getattr(retrieval, keep)})
+            retrieval = replace(retrieval, **{drop: []}, checked={})
         candidates, answer = rank(retrieval, settings, now)
         if floor:
             candidates = [c for c in candidates if c.passes_floor] if answer.answered else []

@@ -58,6 +58,8 @@ def label(candidate: Candidate, settings: RetrievalSettings, *, refused: str | N
     if margin is not None and refused:
         reasons.append(f"vector similarity not counted: {refused}")
         margin = None
+    elif margin is not None and candidate.vector_score is None:
+        reasons.append(f"vector {margin:+.3f} over the anchor (outside the top k, read from its stored vector)")
     elif margin is not None:
         reasons.append(f"vector {margin:+.3f} over the anchor")
     else:

@@ -32,7 +32,7 @@ from recall.fusion import RetrievalSettings, SettingsError
 from recall.knobs import embedder_defaults
 from recall.models import RecallProfile
 from recall.pipeline import RecallSettings
-from recall.search import Retrieval, SearchError, clean_query, rank, retrieve
+from recall.search import Retrieval, SearchError, check_outside_top_k, clean_query, rank, retrieve
 
 MIN_QUERIES = 20
 MIN_ANSWERABLE = 10
@@ -127,6 +127,7 @@ def collect(golden_sets, settings: RetrievalSettings) -> tuple[list[Sample], lis
                 skipped.append(f"{golden.query[:80]!r}: {exc}")
                 continue
             retrieval, _ = retrieve(text, [golden_set.scope], settings)
+            check_outside_top_k(retrieval, [golden_set.scope])  # what search reads before staying silent
             expected = frozenset(str(pk) for pk in golden.expected_ids)
             samples.append(Sample(text, golden_set.scope, expected, retrieval))
     return samples, skipped
@@ -211,7 +212,10 @@ def _best_answerability(
     signals = []
     for sample in samples:
         refused = sample.retrieval.refused
-        vector = {hit.id: hit.score - sample.retrieval.anchors.get(hit.id, 0.0) for hit in sample.retrieval.vector_hits}
+        anchors = sample.retrieval.anchors
+        # Answered or not is the same with the checked similarities as search's second look gives.
+        similarities = {**sample.retrieval.checked, **{hit.id: hit.score for hit in sample.retrieval.vector_hits}}
+        vector = {pk: similarity - anchors.get(pk, 0.0) for pk, similarity in similarities.items()}
         lexical = {hit.id: hit.coverage or 0.0 for hit in sample.retrieval.bm25_hits}
         ids = [pk for pk in {**vector, **lexical} if pk in sample.retrieval.infos]
         margins = np.array([-np.inf if refused or pk not in vector else vector[pk] for pk in ids])

@@ -325,15 +325,18 @@ class Candidate:
     adjustments: dict[str, float]  # tier, pinned, importance, recency: added to `fused`
     score: float  # fused + sum(adjustments)
     anchor: float | None = None  # the query's similarity to unrelated text in this memory's script
+    # Outside the vector top k: its similarity read from its stored vector, for the decision only.
+    checked_similarity: float | None = None
     label: str = ""
     reasons: tuple[str, ...] = ()
 
     @property
     def margin(self) -> float | None:
         """How far the vector similarity stands above the anchor text (answerability's signal)."""
-        if self.vector_score is None or self.anchor is None:
+        similarity = self.vector_score if self.vector_score is not None else self.checked_similarity
+        if similarity is None or self.anchor is None:
             return None
-        return self.vector_score - self.anchor
+        return similarity - self.anchor
 
     @property
     def passes_floor(self) -> bool:
@@ -358,13 +361,15 @@ def fuse(
     now: datetime,
     *,
     anchors: Mapping[str, float] | None = None,
+    checked: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """Fuse both retrievers' hits and rerank lightly; best first, ties by id.
 
     Every candidate is returned, unjudged (recall.answerability labels them). A hit whose id is
     not in `memories` is a stale index entry (the database is the source of truth) and is left
     out. `anchors` maps a memory id to the query's similarity to unrelated text in that
-    memory's script, kept on the candidate for the answerability decision.
+    memory's script, kept on the candidate for the answerability decision, and `checked` the
+    exact similarity of candidates outside the vector top k (it never changes the ranking).
     """
     vector_hits, bm25_hits = list(vector_hits), list(bm25_hits)
     by_vector = _best_hits(vector_hits)
@@ -401,6 +406,7 @@ def fuse(
                 adjustments=adjustments,
                 score=fused + sum(adjustments.values()),
                 anchor=anchors.get(memory_id) if anchors else None,
+                checked_similarity=checked.get(memory_id) if checked and vector is None else None,
             )
         )
     candidates.sort(key=lambda c: (-c.score, c.id))

@@ -106,6 +106,9 @@ class Retrieval:
     anchors: dict[str, float] = field(default_factory=dict)  # memory id → the query's anchor in its script
     infos: dict[str, CandidateInfo] = field(default_factory=dict)
     refused: str | None = None  # why vector similarity cannot count for this query at all
+    # The exact similarity of BM25 candidates outside the vector top k (`check_outside_top_k`).
+    checked: dict[str, float] = field(default_factory=dict)
+    query_vector: object = None  # numpy array, when the query was embedded
 
 
 @dataclass
@@ -202,6 +205,10 @@ def search(
     retrieval, memories = retrieve(text, scopes, settings, retriever=retriever, into=result, extra_fields=extra_fields)
     with _timed(result.timings_ms, "fusion"):
         candidates, result.answer = rank(retrieval, settings, now or timezone.now())
+    if not result.answer.answered and retrieval.query_vector is not None:
+        check_outside_top_k(retrieval, scopes, result.timings_ms)
+        if retrieval.checked:
+            candidates, result.answer = rank(retrieval, settings, now or timezone.now())
     result.candidates = [Found(memories[c.id], c) for c in candidates]
     passing = [found for found in result.candidates if found.candidate.passes_floor] if result.answer.answered else []
     if floor:
@@ -215,11 +222,43 @@ def search(
 
 
 def rank(retrieval: Retrieval, settings: RetrievalSettings, now: datetime) -> tuple[list[Candidate], Answer]:
-    """Fuse, rerank and judge one retrieval: the ranking, labelled, and the answerability decision."""
-    candidates = fuse(
-        retrieval.vector_hits, retrieval.bm25_hits, retrieval.infos, settings, now, anchors=retrieval.anchors
+    """Fuse, rerank and judge one retrieval: the ranking, labelled, and the answerability decision.
+
+    A query the ranked candidates do not answer is judged once more with the exact similarity of
+    the BM25 candidates outside the vector top k (`retrieval.checked`), when they were read: an
+    approximate index that missed a memory must not silence its answer.
+    """
+    candidates, answer = judge(_fuse(retrieval, settings, now), settings, refused=retrieval.refused)
+    if answer.answered or not retrieval.checked:
+        return candidates, answer
+    return judge(_fuse(retrieval, settings, now, checked=retrieval.checked), settings, refused=retrieval.refused)
+
+
+def _fuse(retrieval: Retrieval, settings: RetrievalSettings, now: datetime, checked=None) -> list[Candidate]:
+    return fuse(
+        retrieval.vector_hits,
+        retrieval.bm25_hits,
+        retrieval.infos,
+        settings,
+        now,
+        anchors=retrieval.anchors,
+        checked=checked,
     )
-    return judge(candidates, settings, refused=retrieval.refused)
+
+
+def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings: dict | None = None) -> None:
+    """Read the exact similarity of the BM25 candidates the vector index did not return."""
+    if retrieval.query_vector is None or retrieval.refused:
+        return
+    in_top_k = {hit.id for hit in retrieval.vector_hits}
+    outside = [hit.id for hit in retrieval.bm25_hits if hit.id not in in_top_k and hit.id in retrieval.infos]
+    if not outside:
+        return
+    try:
+        with _timed(timings if timings is not None else {}, "vector_check"):
+            retrieval.checked = get_index("vector").similarities(retrieval.query_vector, outside, scopes=scopes)
+    except IndexUnavailable:
+        retrieval.checked = {}
 
 
 def retrieve(
@@ -242,7 +281,9 @@ def retrieve(
     failures: dict[str, Exception] = {}
     if retriever in ("hybrid", "vector"):
         try:
-            retrieval.vector_hits, by_script = _vector_search(text, scopes, settings, into.timings_ms)
+            retrieval.vector_hits, by_script, retrieval.query_vector = _vector_search(
+                text, scopes, settings, into.timings_ms
+            )
         except (IndexUnavailable, EmbedderUnavailable) as exc:
             failures["vector"] = exc
     if retriever in ("hybrid", "bm25"):
@@ -290,7 +331,7 @@ def _no_meaning(text: str) -> str | None:
     return None
 
 
-def _vector_search(text, scopes, settings, timings) -> tuple[list[Hit], dict[str, float]]:
+def _vector_search(text, scopes, settings, timings) -> tuple[list[Hit], dict[str, float], object]:
     index = get_index("vector")
     try:
         with _timed(timings, "query_embedding"):
@@ -301,7 +342,7 @@ def _vector_search(text, scopes, settings, timings) -> tuple[list[Hit], dict[str
         raise IndexUnavailable("vector", f"the embedder could not embed the query: {exc}") from exc
     with _timed(timings, "vector_search"):
         hits = index.search_vector(vector, scopes=scopes, k=settings.vector_k)
-    return hits, by_script
+    return hits, by_script, vector
 
 
 class _timed:

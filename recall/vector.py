@@ -274,6 +274,23 @@ class VectorIndex:
                 offset += PAGE
         return found
 
+    def similarities(self, vector: np.ndarray, ids: Sequence[str], *, scopes: list[str] | None) -> dict[str, float]:
+        """The exact cosine similarity of these memories to a query vector (`embed_query`'s), read
+        from their stored vectors: for candidates another retriever found outside the vector top k."""
+        ids = list(dict.fromkeys(ids))
+        if not ids or scopes == []:
+            return {}
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        found: dict[str, float] = {}
+        with self._using("read stored vectors") as collections:
+            wanted = collections.values() if scopes is None else [collections[s] for s in scopes if s in collections]
+            for collection in wanted:
+                page = collection.get(ids=ids, include=["embeddings"])
+                embeddings = page["embeddings"] if page["embeddings"] is not None else []
+                for pk, stored in zip(page["ids"], embeddings, strict=True):
+                    found[pk] = float(np.asarray(stored, dtype=np.float32) @ query)
+        return found
+
     def vectors(self, scope: str) -> dict[str, tuple[str, np.ndarray]]:
         """Every entry of `scope` as id -> (the text it embeds, its vector), read page by page."""
         found: dict[str, tuple[str, np.ndarray]] = {}

@@ -12,6 +12,7 @@ import pytest
 from recall.answerability import BELOW, STRONG, WEAK, decide, judge, label
 from recall.documents import Hit
 from recall.fusion import CandidateInfo, RetrievalSettings, fuse
+from recall.search import Retrieval, rank
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 KNOBS = RetrievalSettings(
@@ -91,3 +92,24 @@ def test_a_focused_store_does_not_raise_the_bar():
 
     assert answer.answered
     assert ranked[0].id == "m0" and ranked[0].label == STRONG
+
+
+def test_a_query_is_judged_again_with_the_exact_similarity_of_candidates_outside_the_vector_top_k():
+    retrieval = Retrieval(
+        query="q",
+        vector_hits=[Hit("near-miss", 1, 0.80)],
+        bm25_hits=[Hit("answer", 1, 3.0, 0.5)],  # BM25 found it; the approximate vector index did not
+        anchors={"near-miss": 0.80, "answer": 0.80},
+        infos={"near-miss": PLAIN, "answer": PLAIN},
+    )
+    ranked, answer = rank(retrieval, KNOBS, NOW)
+    assert not answer.answered
+
+    retrieval.checked = {"answer": 0.86}
+    rechecked, answer = rank(retrieval, KNOBS, NOW)
+
+    assert answer.answered
+    [found] = [c for c in rechecked if c.id == "answer"]
+    assert found.label == STRONG and found.margin == pytest.approx(0.06) and found.vector_score is None
+    assert "read from its stored vector" in found.reasons[0]
+    assert [c.id for c in rechecked] == [c.id for c in ranked], "the check never changes the ranking"

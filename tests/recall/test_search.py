@@ -96,6 +96,7 @@ def test_unanswerable_queries_return_nothing_and_the_near_misses_name_the_floor(
     assert result.below_floor, "the ranking is still there, under the floor line"
     reasons = " ".join(reason for found in result.below_floor for reason in found.candidate.reasons)
     assert "over the anchor" in reasons and "weak" not in result.answer.reason.split("(")[0]
+    assert "vector_check" in result.timings_ms or all(f.candidate.vector_rank for f in result.candidates)
 
 
 def test_without_the_floor_search_returns_the_raw_ranking(store):

