@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -54,6 +55,7 @@ import django  # noqa: E402
 django.setup()
 
 import numpy as np  # noqa: E402
+import worktree  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
@@ -334,13 +336,7 @@ def main() -> None:
 
 def baseline_quality(ref: str) -> dict:
     """REF's dedup quality on the same pairs: its bench/dedup.py run from a worktree of REF."""
-    import subprocess
-
-    sha = subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout.strip()  # fmt: skip
-    tree = BENCH_DIR / "baseline" / sha[:12]
-    if not (tree / "bench" / "dedup.py").exists():
-        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), sha], cwd=ROOT, check=True)
+    tree = worktree.checkout(ref, BENCH_DIR / "baseline")
     data_dir = tree / "var" / "bench" / "dedup"
     data_dir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(

@@ -77,6 +77,7 @@ import django  # noqa: E402
 
 django.setup()
 
+import worktree  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -864,12 +865,7 @@ def _run_size_in(tree: Path, size: int, args) -> dict | None:
 
 def _baseline_tree(ref: str) -> Path:
     """A worktree of `ref` under var/bench/latency/baseline/, sharing this checkout's corpus embeddings."""
-    sha = subprocess.run(
-        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    tree = BENCH_DIR / "baseline" / sha[:12]
-    if not (tree / "bench" / "retrieval_latency.py").exists():
-        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), sha], cwd=ROOT, check=True)
+    tree = worktree.checkout(ref, BENCH_DIR / "baseline")
     shared = tree / "var" / "bench" / "latency" / "embeddings"
     shared.parent.mkdir(parents=True, exist_ok=True)
     if not shared.exists():
