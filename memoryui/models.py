@@ -238,14 +238,15 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
         band = [n for n in neighbours if n.similarity < threshold]
         if target is None or not band:
             return neighbours
-        texts = dict(self.get_queryset().active().filter(pk__in=[n.id for n in band]).values_list("pk", "text"))
-        texts = {str(pk): text for pk, text in texts.items()}
+        rows = self.get_queryset().active().filter(pk__in=[n.id for n in band]).values_list("pk", "text", "entity_key")
+        existing = {str(pk): (text, key) for pk, text, key in rows}
         judged = []
         for neighbour in neighbours:
-            text = texts.get(neighbour.id)
+            text, key = existing.get(neighbour.id, (None, None))
             if neighbour.similarity < threshold and text is not None:
-                detail, apart = rules.semantic_link(text, clean["text"], neighbour.similarity, threshold)
-                if detail is None and apart is None and not rules.semantic_merge_blocker(text, clean["text"]):
+                detail, _ = rules.semantic_link(text, clean["text"], neighbour.similarity, threshold)
+                asked = detail is None and not rules.entity_keys_differ(key, clean.get("entity_key"))
+                if asked and not rules.semantic_merge_blocker(text, clean["text"]):
                     neighbour = replace(neighbour, verdict=dedup_judge.judge(text, clean["text"], target))
             judged.append(neighbour)
         return judged
@@ -268,7 +269,7 @@ class MemoryManager(models.Manager.from_queryset(MemoryQuerySet)):
                 existing.text, clean["text"], neighbour.similarity, threshold, existing.entity_key, key
             )
             verdict = getattr(neighbour, "verdict", None)
-            keys_differ = bool(key and existing.entity_key and key != existing.entity_key)
+            keys_differ = rules.entity_keys_differ(key, existing.entity_key)
             if detail is None and isinstance(verdict, dedup_judge.Verdict) and verdict.duplicate and not keys_differ:
                 detail = verdict.describe()
             if detail is not None:

@@ -313,6 +313,11 @@ def semantic_merge_blocker(existing: str, incoming: str) -> str | None:
     return None
 
 
+def entity_keys_differ(key_a: str | None, key_b: str | None) -> bool:
+    """Two memories keyed to different entities: never duplicates, however alike their sentences."""
+    return bool(key_a and key_b and key_a != key_b)
+
+
 def semantic_link(
     a: str, b: str, similarity: float, threshold: float, key_a: str | None = None, key_b: str | None = None
 ) -> tuple[str | None, str | None]:
@@ -326,7 +331,7 @@ def semantic_link(
     """
     if similarity < min(threshold, RESTATEMENT_FLOOR):
         return None, None
-    keys_differ = bool(key_a and key_b and key_a != key_b)
+    keys_differ = entity_keys_differ(key_a, key_b)
     short, long = (a, b) if len(a) <= len(b) else (b, a)
     if not keys_differ and similarity >= RESTATEMENT_FLOOR and restates_with_more(short, long):
         return (RESTATED if similarity < threshold else ""), None

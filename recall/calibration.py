@@ -183,7 +183,8 @@ def calibrate(
     check_size(len(samples), answerable)
     answered = _answerable(samples)
     best = start
-    best_ranking = score(answered, start, k=k, now=now)["objectives"]["ranking"]
+    before = score(samples, start, k=k, now=now)
+    best_ranking = before["objectives"]["ranking"]  # the ranking objective reads answerable queries only
     for knobs in FUSION_GRID:
         trial = _trial(start, knobs)
         if trial is None:
@@ -195,7 +196,7 @@ def calibrate(
     return Calibration(
         start=start,
         best=best,
-        before=score(samples, start, k=k, now=now),
+        before=before,
         after=score(samples, best, k=k, now=now),
         queries=len(samples),
         answerable=answerable,

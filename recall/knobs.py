@@ -34,11 +34,6 @@ def embedder_defaults(embedder) -> dict[str, float]:
     return {knob: round(getattr(built_in, knob) * scale, 4) for knob in MARGIN_KNOBS}
 
 
-def default_settings(embedder) -> RetrievalSettings:
-    """RetrievalSettings with this embedder's defaults."""
-    return RetrievalSettings.from_dict(embedder_defaults(embedder))
-
-
 def active_defaults() -> dict[str, float]:
     """The configured embedder's defaults; the built-ins when it cannot be loaded (search then
     answers from BM25 alone and says why, so nothing is lost by not scaling margins)."""

@@ -203,12 +203,13 @@ def search(
         result.answer = Answer(False, "no scope to search")
         return result
     retrieval, memories = retrieve(text, scopes, settings, retriever=retriever, into=result, extra_fields=extra_fields)
+    now = now or timezone.now()
     with _timed(result.timings_ms, "fusion"):
-        candidates, result.answer = rank(retrieval, settings, now or timezone.now())
+        candidates, result.answer = rank(retrieval, settings, now)
     if not result.answer.answered and retrieval.query_vector is not None:
         check_outside_top_k(retrieval, scopes, result.timings_ms)
-        if retrieval.checked:
-            candidates, result.answer = rank(retrieval, settings, now or timezone.now())
+        if retrieval.checked:  # rank's second look, without redoing its first
+            candidates, result.answer = _judged(retrieval, settings, now, checked=retrieval.checked)
     result.candidates = [Found(memories[c.id], c) for c in candidates]
     passing = [found for found in result.candidates if found.candidate.passes_floor] if result.answer.answered else []
     if floor:
@@ -228,14 +229,16 @@ def rank(retrieval: Retrieval, settings: RetrievalSettings, now: datetime) -> tu
     the BM25 candidates outside the vector top k (`retrieval.checked`), when they were read: an
     approximate index that missed a memory must not silence its answer.
     """
-    candidates, answer = judge(_fuse(retrieval, settings, now), settings, refused=retrieval.refused)
+    candidates, answer = _judged(retrieval, settings, now)
     if answer.answered or not retrieval.checked:
         return candidates, answer
-    return judge(_fuse(retrieval, settings, now, checked=retrieval.checked), settings, refused=retrieval.refused)
+    return _judged(retrieval, settings, now, checked=retrieval.checked)
 
 
-def _fuse(retrieval: Retrieval, settings: RetrievalSettings, now: datetime, checked=None) -> list[Candidate]:
-    return fuse(
+def _judged(
+    retrieval: Retrieval, settings: RetrievalSettings, now: datetime, checked: dict[str, float] | None = None
+) -> tuple[list[Candidate], Answer]:
+    candidates = fuse(
         retrieval.vector_hits,
         retrieval.bm25_hits,
         retrieval.infos,
@@ -244,6 +247,7 @@ def _fuse(retrieval: Retrieval, settings: RetrievalSettings, now: datetime, chec
         anchors=retrieval.anchors,
         checked=checked,
     )
+    return judge(candidates, settings, refused=retrieval.refused)
 
 
 def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings: dict | None = None) -> None:

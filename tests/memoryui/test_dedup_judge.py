@@ -93,9 +93,11 @@ def test_guarded_pairs_are_never_put_to_the_judge_and_it_is_off_by_default(judge
     write("The GPU fleet runs RTX 4070 cards.", kind="fact")
     judge.chat_reply = json.dumps({"duplicate": True, "reason": "same"})
     write("The GPU fleet runs RTX 4090 cards.", kind="fact")  # numbers differ: kept apart, not asked
-    assert Memory.objects.count() == 2 and asked(judge) == []
+    write(STORED, kind="preference", entity_key="style:concise", scope="agent:keyed")
+    write(INCOMING, kind="preference", entity_key="style:short", scope="agent:keyed")  # other keys: never one memory
+    assert Memory.objects.count() == 4 and asked(judge) == []
 
     settings.MEMORYUI_DEDUP_LLM_JUDGE = False
     write(STORED, kind="preference")
-    write(INCOMING, kind="preference")
-    assert Memory.objects.count() == 4 and asked(judge) == []
+    write(INCOMING, kind="preference")  # the pair the tests above put to the judge
+    assert Memory.objects.count() == 6 and asked(judge) == []
