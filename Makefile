@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint format bench clean
+.PHONY: install run test test-fast lint format bench clean lock
 
 install: $(STAMP)
 
@@ -33,6 +33,7 @@ test: install
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install
@@ -41,6 +42,14 @@ test-fast: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+
+# Recompile the locks from pyproject.toml's dependencies (keeps the pins it can).
+lock: install
+	$(VENV)/bin/pip-compile -q --strip-extras --no-emit-index-url --no-emit-find-links \
+		--output-file requirements.txt pyproject.toml
+	$(VENV)/bin/pip-compile -q --extra dev --strip-extras --no-emit-index-url --no-emit-find-links \
+		--output-file requirements-dev.txt pyproject.toml
 
 format: install
 	$(PY) -m ruff format .

@@ -61,7 +61,7 @@ from django.utils import timezone  # noqa: E402
 
 from memoryui import dedup, jsonl, rules  # noqa: E402
 from memoryui.models import Memory, MemoryEvent  # noqa: E402
-from recall.embeddings import get_embedder  # noqa: E402
+from searchindex.embeddings import get_embedder  # noqa: E402
 
 PAIRS = ROOT / "bench" / "data" / "dedup_pairs.json"
 SWEEP = (0.95, 0.96, 0.97, 0.975, 0.98, 0.985, 0.99, 0.995)

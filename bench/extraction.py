@@ -97,11 +97,14 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from memoryui import extraction_rules as rules_l0  # noqa: E402
 from memoryui.extraction import extract  # noqa: E402
+from memoryui.extraction.guards import tool_guard  # noqa: E402
+from memoryui.extraction.l0_statements import l0_extract  # noqa: E402
+from memoryui.extraction.salience import salience  # noqa: E402
 from memoryui.ingestion import ingest  # noqa: E402
 from memoryui.models import IndexOutbox, Memory, MemoryEvent, TaskRun, Transcript  # noqa: E402
 from memoryui.tasks import enqueue_extraction  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 
 TARGET_OVERHEAD = 0.10  # one worker's wall / in-process wall - 1
 TARGET_SPEEDUP = 1.6  # one worker's wall / two workers' wall
@@ -205,7 +208,7 @@ def neutral_messages(count: int, seed: int) -> list[str]:
     """`count` distinct messages that pass the salience gate and hold no L0 fact, so only L1 can answer."""
     candidates = [f"{s} {e}" for s in SUBJECTS for e in ENDINGS] + [f"{s}{e}" for s in SUBJECTS_ZH for e in ENDINGS_ZH]
     random.Random(f"neutral:{seed}").shuffle(candidates)
-    chosen = [t for t in candidates if rules_l0.salience(t) is None and not rules_l0.l0_extract(t)]
+    chosen = [t for t in candidates if salience(t) is None and not l0_extract(t)]
     if len(chosen) < count:
         raise SystemExit(f"only {len(chosen)} neutral messages pass the gate with no L0 fact; asked for {count}")
     return chosen[:count]
@@ -240,10 +243,10 @@ def l0_rules(messages: list[str]) -> tuple[float, int]:
     found = 0
     started = time.perf_counter()
     for text in messages:
-        if rules_l0.salience(text) is not None:
+        if salience(text) is not None:
             continue
-        for fact in rules_l0.l0_extract(text):
-            if rules_l0.tool_guard(fact.text) is None:
+        for fact in l0_extract(text):
+            if tool_guard(fact.text) is None:
                 found += 1
     return time.perf_counter() - started, found
 
@@ -258,7 +261,7 @@ def measure_l0(args: argparse.Namespace) -> None:
     counts = {"added": 0, "merged": 0, "skipped": 0}
     per_transcript: list[float] = []  # user messages/s of each transcript's extraction
     # The index sync each write queues after commit is not sent: no worker consumes it here.
-    with mock.patch("memoryui.models._enqueue_index_sync"):
+    with mock.patch("searchindex.tasks.sync_index.delay"):
         started = time.perf_counter()
         for transcript, texts in zip(transcripts, chunks(messages, args.per_transcript), strict=True):
             t0 = time.perf_counter()
@@ -364,8 +367,6 @@ def worker_run(env: dict, concurrency: int, groups: list[list[str]], label: str,
 
 
 def measure_workers(args: argparse.Namespace) -> None:
-    from tests.fakes.openai_server import FakeOpenAIServer
-
     delay = args.llm_ms / 1000
     neutral = neutral_messages(args.transcripts * args.per_run + 2, args.seed)
     groups = chunks(neutral[: args.transcripts * args.per_run], args.per_run)

@@ -5,14 +5,14 @@ one after the other, on --memories fresh English and Chinese texts each (new ran
 numbers, so dedup never merges them, and a set of their own per variant, so none is answered
 from the embedder's cache of recently embedded passages):
 
-- embedding alone: `embedder.embed_passages` in slices of `recall.vector.BATCH`, the slice the
+- embedding alone: `embedder.embed_passages` in slices of `searchindex.vector.BATCH`, the slice the
   vector index embeds with;
-- write path: `Memory.objects.write(actor="bench", scope=..., kind=..., text=...)` for each
+- write path: `writing.write(actor="bench", scope=..., kind=..., text=...)` for each
   text inside one transaction. CELERY_TASK_ALWAYS_EAGER is on, so the index sync queued after
-  commit (memoryui.models.queue_index_sync -> recall.tasks.sync_index) runs inline and the time
+  commit (memoryui.models.queue_index_sync -> searchindex.tasks.sync_index) runs inline and the time
   covers the rows, their events and both indexes (chromadb and whoosh);
 - import: its texts as a JSONL file through `manage.py import_memories` (one transaction;
-  the index sync after commit, in batches of memoryui.models.INDEX_SYNC_BATCH).
+  the index sync after commit, in batches of searchindex.tasks.SYNC_BATCH).
 
 The store and both indexes are emptied before each timed write, so every run starts alike; the
 counts in the database and in both indexes are checked after it. Each timed write is split in
@@ -54,10 +54,12 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
 
-from memoryui.models import INDEX_SYNC_BATCH, IndexOutbox, Memory, MemoryEvent  # noqa: E402
-from recall import index  # noqa: E402
-from recall.embeddings import get_embedder  # noqa: E402
-from recall.vector import BATCH  # noqa: E402
+from memoryui import writing  # noqa: E402
+from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
+from searchindex import indexes as search_indexes  # noqa: E402
+from searchindex.embeddings import get_embedder  # noqa: E402
+from searchindex.tasks import SYNC_BATCH as INDEX_SYNC_BATCH  # noqa: E402
+from searchindex.vector import BATCH  # noqa: E402
 
 TARGET_RATIO = 0.7
 SCOPES = ("agent:main", "agent:main", "agent:main", "user:42", "agent:bot-01", "global")
@@ -126,16 +128,16 @@ def empty_store() -> None:
     MemoryEvent.objects.all().delete()
     IndexOutbox.objects.all().delete()
     Memory.objects.all().delete()
-    for name in index.INDEX_NAMES:
-        index.get_index(name).reset()
+    for name in search_indexes.INDEX_NAMES:
+        search_indexes.get_index(name).reset()
 
 
 def check_store(expected: int, variant: str) -> None:
     """The write really indexed everything: otherwise its time means nothing."""
     counts = {
         "memories": Memory.objects.active().count(),
-        "vector index": index.get_index("vector").count(),
-        "BM25 index": index.get_index("bm25").count(),
+        "vector index": search_indexes.get_index("vector").count(),
+        "BM25 index": search_indexes.get_index("bm25").count(),
     }
     pending = IndexOutbox.objects.count()
     if any(count != expected for count in counts.values()) or pending:
@@ -155,9 +157,9 @@ def embed_alone(memories: list[dict]) -> float:
 
 
 def write_each(memories: list[dict]) -> None:
-    """Each memory through `Memory.objects.write`; fresh texts must never merge."""
+    """Each memory through `memoryui.writing.write`; fresh texts must never merge."""
     for m in memories:
-        _, created = Memory.objects.write(actor="bench", scope=m["scope"], kind=m["kind"], text=m["text"])
+        _, created = writing.write(actor="bench", scope=m["scope"], kind=m["kind"], text=m["text"])
         if not created:
             raise SystemExit(f"the write path merged a fresh text: {m['text']}")
 
@@ -275,7 +277,7 @@ def main() -> None:
                 file=sys.stderr,
             )
     empty_store()
-    index.close_indexes()
+    search_indexes.close_indexes()
 
     baseline = statistics.median(rates["embedding alone"])
     print(

@@ -46,6 +46,7 @@ from django.urls import include, path  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from memoryui import rules  # noqa: E402
+from memoryui.filters import MemoryListFilterSet  # noqa: E402
 from memoryui.models import Memory, MemoryEvent  # noqa: E402
 from memoryui.views import LIST_COLUMNS  # noqa: E402
 
@@ -233,7 +234,8 @@ def main() -> None:
         """The data path of the list view: the same queryset, paginator and page it uses."""
 
         def run():
-            memories = Memory.objects.matching(**filters).only(*LIST_COLUMNS).order_by("-updated_at", "-id")
+            memories = MemoryListFilterSet(filters, queryset=Memory.objects.all()).qs
+            memories = memories.only(*LIST_COLUMNS).order_by("-updated_at", "-id")
             paginator = Paginator(memories, page_size)
             list(paginator.page(min(rnd.randint(1, 3), paginator.num_pages)).object_list)
             Memory.objects.scope_names()
@@ -246,7 +248,7 @@ def main() -> None:
     rows = [
         ("list page, scope+kind filter", list_page, orm_page(scope="agent:main", kind="fact"), list_page_sql),
         ("list results (htmx), scope+kind filter", list_fragment, None, list_fragment_sql),
-        ("list page, text search", list_search, orm_page(text="escalation"), list_search_sql),
+        ("list page, text search", list_search, orm_page(q="escalation"), list_search_sql),
         ("list page, unfiltered, deep pages", list_unfiltered, None, list_unfiltered_sql),
         ("stats endpoint /api/stats/", stats, orm_stats, stats_sql),
         ("single pin/unpin via API", pin, None, pin_sql),

@@ -63,9 +63,9 @@ from django.test.utils import override_settings  # noqa: E402
 
 from bench import retrieval_latency as latency  # noqa: E402
 from memoryui.models import ApiToken, Memory, MemoryEvent  # noqa: E402
-from recall import index  # noqa: E402
-from recall.embeddings import get_embedder  # noqa: E402
 from recall.pipeline import record_recall  # noqa: E402
+from searchindex import indexes as search_indexes  # noqa: E402
+from searchindex.embeddings import get_embedder  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 
 SCOPE = latency.MAIN_SCOPE
@@ -305,7 +305,7 @@ def main() -> None:
             "answers at once": measure_selector(client, chosen, mode="good", budget_ms=budget_ms),
         }
         print_selector(results, budget_ms)
-    index.close_indexes()
+    search_indexes.close_indexes()
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ The labelled sets (bench/data/README.md):
 Each set lives in a store of its own (var/bench/retrieval/<set>/, written through the write
 path, indexed with the configured embedder, cached until the set or the embedder changes), so
 one set's words never change another's BM25 statistics. A child process per set runs every
-query through `recall.search.retrieve` once and hands back the raw retrieval (cached in
+query through `searchindex.search.retrieve` once and hands back the raw retrieval (cached in
 collected.json until the set or the retrieval code changes); the parent re-ranks and re-judges
-it (`recall.search.rank`) for each retriever and each setting, so a knob is tried in seconds.
+it (`searchindex.search.rank`) for each retriever and each setting, so a knob is tried in seconds.
 
 Printed for each set and retriever (vector, BM25, hybrid), for the ranking alone and with the
 answerability decision applied:
@@ -88,25 +88,26 @@ def collect(name: str) -> dict:
     from django.db import transaction
 
     from memoryui.models import IndexOutbox, Memory, MemoryEvent
-    from recall import index
-    from recall.fusion import RetrievalSettings
     from recall.golden import import_labelled
     from recall.pipeline import BLOCK_HEADING, recall
-    from recall.search import check_outside_top_k, retrieve
+    from searchindex import health
+    from searchindex import indexes as search_indexes
+    from searchindex.fusion import RetrievalSettings
+    from searchindex.search import check_outside_top_k, retrieve
 
     path = SETS[name]
     memories, queries = labelled_set(path)
     call_command("migrate", verbosity=0)
-    embedder = index.get_index("vector").embedder.name
+    embedder = search_indexes.get_index("vector").embedder.name
     fingerprint = hashlib.sha256(path.read_bytes() + embedder.encode()).hexdigest()
     marker = Path(os.environ["MEMORYUI_DATA_DIR"]) / "store.fingerprint"
-    if not (marker.exists() and marker.read_text() == fingerprint and all(d.ok for d in index.verify())):
+    if not (marker.exists() and marker.read_text() == fingerprint and all(d.ok for d in health.verify())):
         print(f"{name}: loading {len(memories)} memories, indexing with {embedder} …", file=sys.stderr)
         with transaction.atomic():
             MemoryEvent.objects.all().delete()
             IndexOutbox.objects.all().delete()
             Memory.objects.all().delete()
-        index.rebuild()  # empty
+        health.rebuild()  # empty
         import_labelled(json.loads(path.read_text(encoding="utf-8")), name=name, actor="bench")
         IndexOutbox.objects.all().delete()
         marker.write_text(fingerprint)
@@ -134,7 +135,7 @@ def collect(name: str) -> dict:
                 "recall_within_limit": len(result.selected) <= result.limit and len(lines) <= result.limit,
             }
         )
-    index.close_indexes()
+    search_indexes.close_indexes()
     return {"set": name, "embedder": embedder, "runs": runs}
 
 
@@ -172,9 +173,9 @@ def collect_in_child(name: str) -> dict:
 
 
 def retrievals(collected: dict) -> list[tuple[dict, object]]:
-    from recall.documents import Hit
-    from recall.fusion import CandidateInfo
-    from recall.search import Retrieval
+    from searchindex.documents import Hit
+    from searchindex.fusion import CandidateInfo
+    from searchindex.search import Retrieval
 
     found = []
     for run in collected["runs"]:
@@ -200,7 +201,7 @@ def answers(runs, settings, retriever: str, *, floor: bool, now) -> list[tuple[l
     """(what came back, what is relevant) per query."""
     from dataclasses import replace
 
-    from recall.search import rank
+    from searchindex.search import rank
 
     got = []
     for run, retrieval in runs:
@@ -325,7 +326,7 @@ def main() -> None:
     import django
 
     django.setup()  # the parent only ranks and scores; it never opens the database
-    from recall.fusion import RetrievalSettings, SettingsError
+    from searchindex.fusion import RetrievalSettings, SettingsError
 
     try:
         settings = RetrievalSettings.from_dict(json.loads(args.settings or "{}"))

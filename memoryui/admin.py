@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.text import Truncator
 
+from memoryui import writing
 from memoryui.models import (
     ApiToken,
     DistinctPair,
@@ -53,7 +54,7 @@ class MemoryAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         actor = f"user:{request.user.username}"
         if not change:
-            memory, created = Memory.objects.write(
+            memory, created = writing.write(
                 actor=actor,
                 **{name: form.cleaned_data[name] for name in Memory.EDITABLE_FIELDS if name in form.cleaned_data},
             )

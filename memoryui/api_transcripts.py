@@ -9,8 +9,7 @@ from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import extraction
-from memoryui.api import ApiError, actor_for, errors, visible_scopes
+from memoryui import extraction, rest
 from memoryui.ingestion import TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
 from memoryui.tasks import enqueue_extraction
@@ -117,7 +116,7 @@ class ExtractRequestSerializer(serializers.Serializer):
 
 def _transcripts(request):
     transcripts = Transcript.objects.all()
-    scopes = visible_scopes(request)
+    scopes = rest.visible_scopes(request)
     return transcripts if scopes is None else transcripts.filter(scope__in=scopes)
 
 
@@ -173,7 +172,7 @@ class TranscriptListView(APIView):
     @extend_schema(
         summary="Transcripts in your scopes, newest first",
         parameters=[OpenApiParameter("scope", str, description="Only this scope.")],
-        responses={200: TranscriptSummarySerializer(many=True), **errors(401)},
+        responses={200: TranscriptSummarySerializer(many=True), **rest.errors(401)},
     )
     def get(self, request):
         transcripts = _transcripts(request).annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
@@ -191,29 +190,29 @@ class TranscriptListView(APIView):
         ),
         request=TranscriptInSerializer,
         parameters=[OpenApiParameter("extract", bool, description="queue an extraction task after storing")],
-        responses={201: IngestReportSerializer, 200: IngestReportSerializer, **errors(400, 401, 403, 409)},
+        responses={201: IngestReportSerializer, 200: IngestReportSerializer, **rest.errors(400, 401, 403, 409)},
     )
     def post(self, request):
-        allowed = visible_scopes(request)
+        allowed = rest.visible_scopes(request)
         try:
             with transaction.atomic():
                 report = ingest(request.data, allowed_scopes=allowed)
                 body = report.to_dict()
                 if request.query_params.get("extract") in ("1", "true", "yes"):
-                    body["task_id"] = str(enqueue_extraction(report.transcript, actor=actor_for(request)).pk)
+                    body["task_id"] = str(enqueue_extraction(report.transcript, actor=rest.actor_for(request)).pk)
         except TranscriptError as exc:
             if allowed is not None and list(exc.errors) == ["scope"] and "outside this token" in exc.errors["scope"][0]:
-                raise ApiError(403, "This token may not write to that scope.", exc.errors) from None
+                raise rest.ApiError(403, "This token may not write to that scope.", exc.errors) from None
             raise exceptions.ValidationError(exc.errors) from None
         except ConflictError as exc:
-            raise ApiError(409, str(exc)) from None
+            raise rest.ApiError(409, str(exc)) from None
         return Response(body, status=status.HTTP_201_CREATED if report.created else status.HTTP_200_OK)
 
 
 class TranscriptDetailView(APIView):
     @extend_schema(
         summary="A transcript with its projection and what extraction made of each message",
-        responses={200: TranscriptDetailSerializer, **errors(401, 404)},
+        responses={200: TranscriptDetailSerializer, **rest.errors(401, 404)},
     )
     def get(self, request, pk):
         return Response(transcript_detail(_transcript(request, pk)))
@@ -228,7 +227,7 @@ class TranscriptExtractView(APIView):
             "the task, whose progress `/api/tasks/<id>/` shows."
         ),
         request=ExtractRequestSerializer,
-        responses={200: ExtractionReportSerializer, 202: TaskRunSerializer, **errors(400, 401, 404, 503)},
+        responses={200: ExtractionReportSerializer, 202: TaskRunSerializer, **rest.errors(400, 401, 404, 503)},
     )
     def post(self, request, pk):
         transcript = _transcript(request, pk)
@@ -236,15 +235,17 @@ class TranscriptExtractView(APIView):
         body.is_valid(raise_exception=True)
         l1 = body.validated_data["l1"]
         if body.validated_data["dry_run"]:
-            return Response(extraction.extract(transcript, dry_run=True, actor=actor_for(request), l1=l1).to_dict())
+            return Response(
+                extraction.extract(transcript, dry_run=True, actor=rest.actor_for(request), l1=l1).to_dict()
+            )
         with transaction.atomic():
-            run = enqueue_extraction(transcript, actor=actor_for(request), l1=l1)
+            run = enqueue_extraction(transcript, actor=rest.actor_for(request), l1=l1)
         return Response(TaskRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
 def _tasks(request):
     runs = TaskRun.objects.all()
-    scopes = visible_scopes(request)
+    scopes = rest.visible_scopes(request)
     return runs if scopes is None else runs.filter(params__scope__in=scopes)
 
 
@@ -254,7 +255,7 @@ def _tasks(request):
         OpenApiParameter("kind", str, description="e.g. extract"),
         OpenApiParameter("status", str, description="queued, running, succeeded or failed"),
     ],
-    responses={200: TaskRunSerializer(many=True), **errors(401)},
+    responses={200: TaskRunSerializer(many=True), **rest.errors(401)},
 )
 class TaskListView(generics.ListAPIView):
     serializer_class = TaskRunSerializer
@@ -270,7 +271,7 @@ class TaskListView(generics.ListAPIView):
 
 
 class TaskDetailView(APIView):
-    @extend_schema(summary="One background task", responses={200: TaskRunSerializer, **errors(401, 404)})
+    @extend_schema(summary="One background task", responses={200: TaskRunSerializer, **rest.errors(401, 404)})
     def get(self, request, pk):
         run = _tasks(request).filter(pk=pk).first()
         if run is None:

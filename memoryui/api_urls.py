@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from rest_framework.routers import SimpleRouter
 
 from memoryui import api, api_transcripts
-from recall import api as recall_api
 
 app_name = "api"
 
@@ -15,9 +14,6 @@ app_name = "api"
 router = SimpleRouter(use_regex_path=False)
 router.register("memories", api.MemoryViewSet, basename="memory")
 router.register("tokens", api.TokenViewSet, basename="token")
-router.register("recall/traces", recall_api.RecallTraceViewSet, basename="recall-trace")
-router.register("recall/profiles", recall_api.RecallProfileViewSet, basename="recall-profile")
-router.register("recall/golden", recall_api.GoldenSetViewSet, basename="recall-golden")
 
 urlpatterns = [
     *router.urls,
@@ -29,7 +25,8 @@ urlpatterns = [
     path("transcripts/<uuid:pk>/extract/", api_transcripts.TranscriptExtractView.as_view(), name="transcript-extract"),
     path("tasks/", api_transcripts.TaskListView.as_view(), name="task-list"),
     path("tasks/<uuid:pk>/", api_transcripts.TaskDetailView.as_view(), name="task-detail"),
-    path("recall/", recall_api.RecallView.as_view(), name="recall"),
+    # The read path's routes are its own (recall.api_urls); their names stay in this namespace.
+    path("recall/", include("recall.api_urls")),
     path("schema/", api.SchemaView.as_view(), name="schema"),
     path("docs/", api.DocsView.as_view(), name="docs"),
     re_path(r"^.*$", api.ApiNotFoundView.as_view(), name="not-found"),

@@ -29,9 +29,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memoryui import extraction, extraction_l1, jsonl, rules
-from memoryui import extraction_rules as rules_l0
+from memoryui import extraction, jsonl, rules, writing
+from memoryui.extraction.guards import tool_guard
+from memoryui.extraction.l1 import endpoint as l1_endpoint
 from memoryui.models import Memory
+from memoryui.reports import Report
 
 STEPS = ("snapshot", "internal", "extract", "demote")
 STEP_TITLES = {
@@ -45,20 +47,15 @@ EXAMPLES = 8
 
 
 @dataclass
-class Action:
+class Action(Report):
     """What a step does (or would do) to one note."""
 
-    memory_id: str
+    memory_id: str = field(metadata={"key": "id"})
     text: str
     action: str  # tombstone | extract | demote | keep
     reason: str
-    facts: list[dict] = field(default_factory=list)  # extract: the typed memories written or merged into
-
-    def to_dict(self) -> dict:
-        data = {"id": self.memory_id, "text": self.text, "action": self.action, "reason": self.reason}
-        if self.facts:
-            data["facts"] = self.facts
-        return data
+    # extract: the typed memories written or merged into
+    facts: list[dict] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 @dataclass
@@ -138,7 +135,7 @@ def run_step(
         return report
     batch = uuid.uuid4()
     fingerprints = fingerprints if fingerprints is not None else settings.MEMORYUI_INTERNAL_FINGERPRINTS
-    endpoint = extraction_l1.endpoint() if step == "extract" and l1 != "off" else None
+    endpoint = l1_endpoint() if step == "extract" and l1 != "off" else None
     candidates = notes(scope)
     for done, note in enumerate(candidates, 1):
         if step == "internal":
@@ -175,7 +172,7 @@ def _snapshot(report: StepReport) -> None:
 
 
 def _excerpt(text: str) -> str:
-    return extraction._excerpt(text, 160)
+    return extraction.excerpt(text, 160)
 
 
 def _internal(note: Memory, fingerprints, *, dry_run: bool, actor: str, batch) -> Action | None:
@@ -193,7 +190,7 @@ def _extract(note: Memory, fingerprints, l1: tuple, *, dry_run: bool, actor: str
     if extraction.not_knowledge(note.text, fingerprints):
         return None  # the internal step's to take; left alone when it was skipped
     found, _ = extraction.find_facts(note.text, l1)
-    facts = [fact for fact in found if not rules_l0.tool_guard(fact.text)]
+    facts = [fact for fact in found if not tool_guard(fact.text)]
     if not facts:
         return None
     with transaction.atomic():
@@ -223,9 +220,9 @@ def _write_fact(note: Memory, fact, *, dry_run: bool, actor: str, batch) -> dict
     # Layers 1-2 only: a typed fact must never fold into one of the raw notes being cleaned
     # (the semantic layer cannot tell a note from the statement it holds). `dedup` finds the rest.
     if dry_run:
-        outcome = Memory.objects.preview_write(semantic=False, **fields)
+        outcome = writing.preview_write(semantic=False, **fields)
     else:
-        outcome = Memory.objects.write_outcome(actor=actor, semantic=False, batch=batch, **fields)
+        outcome = writing.write_outcome(actor=actor, semantic=False, batch=batch, **fields)
     memory = outcome.memory
     return {
         "action": "added" if outcome.created else "merged",

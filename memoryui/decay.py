@@ -15,27 +15,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from memoryui.models import Memory
+from memoryui.reports import Report
 
 REASON = "expired: peripheral TTL passed"
 CHUNK = 500
 
 
 @dataclass
-class DecayReport:
+class DecayReport(Report):
     now: str
     dry_run: bool
     tombstoned: int = 0
     batch: str | None = None
     examples: list[dict] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "now": self.now,
-            "dry_run": self.dry_run,
-            "tombstoned": self.tombstoned,
-            "batch": self.batch,
-            "examples": self.examples,
-        }
 
 
 def expired(now: datetime | None = None):

@@ -34,8 +34,13 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from memoryui import extraction_rules, rules
+from memoryui import rules
+from memoryui.extraction.l0_statements import l0_extract
 from memoryui.models import DistinctPair, Memory
+from memoryui.reports import Report
+from searchindex.documents import IndexUnavailable
+from searchindex.embeddings import EmbedderUnavailable
+from searchindex.indexes import get_index
 
 logger = logging.getLogger(__name__)
 
@@ -53,34 +58,26 @@ def default_threshold() -> float:
     return configured if configured is not None else 0.985
 
 
+_SIMILARITY = {"convert": lambda similarity: round(similarity, 4)}  # as reports show it
+
+
 @dataclass(frozen=True)
-class Link:
+class Link(Report):
     a: str
     b: str
     layer: str
-    similarity: float | None = None
-    detail: str = ""  # the entity key, for the entity_key layer
-
-    def to_dict(self) -> dict:
-        data = {"a": self.a, "b": self.b, "layer": self.layer}
-        if self.similarity is not None:
-            data["similarity"] = round(self.similarity, 4)
-        if self.detail:
-            data["detail"] = self.detail
-        return data
+    similarity: float | None = field(default=None, metadata={**_SIMILARITY, "omit_empty": True})
+    detail: str = field(default="", metadata={"omit_empty": True})  # the entity key, for the entity_key layer
 
 
 @dataclass(frozen=True)
-class KeptApart:
+class KeptApart(Report):
     """A pair above the threshold that a guard kept out of one cluster, and why."""
 
     a: str
     b: str
-    similarity: float
+    similarity: float = field(metadata=_SIMILARITY)
     reason: str
-
-    def to_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "similarity": round(self.similarity, 4), "reason": self.reason}
 
 
 @dataclass
@@ -228,15 +225,13 @@ def canonical_order(memory: Memory) -> tuple:
 
 def text_entity_key(text: str) -> str | None:
     """The one entity key the L0 extractor finds in `text`, if exactly one."""
-    keys = {fact.entity_key for fact in extraction_rules.l0_extract(text) if fact.entity_key}
+    keys = {fact.entity_key for fact in l0_extract(text) if fact.entity_key}
     return keys.pop() if len(keys) == 1 else None
 
 
 def passage_vectors(scope: str, memories: list) -> np.ndarray:
     """Unit passage vectors of `memories`: from the vector index where it holds the current text,
     embedded here otherwise. Raises IndexUnavailable / EmbedderUnavailable."""
-    from recall.index import get_index
-
     index = get_index("vector")
     stored = index.vectors(scope)
     vectors = np.zeros((len(memories), index.embedder.dim), dtype=np.float32)
@@ -280,9 +275,6 @@ def find_clusters(
     `memories` (Memory objects, or the light rows of `load_rows`) and `vectors` let a caller
     that replays several thresholds load them once.
     """
-    from recall.documents import IndexUnavailable
-    from recall.embeddings import EmbedderUnavailable
-
     scope = rules.normalize_scope(scope)
     threshold = default_threshold() if threshold is None else threshold
     if not 0.0 < threshold <= 1.0:
@@ -450,17 +442,11 @@ def _strongest_link(links: list[Link], pk: str, canonical: str) -> Link | None:
 
 
 @dataclass
-class ClusterChange:
+class ClusterChange(Report):
     change: str  # forms, grows, joins, shrinks, splits, dissolves, unchanged
     cluster: Cluster | None  # the cluster at the replayed threshold (None when it dissolves)
-    before: list[Cluster]  # the clusters at the current threshold it comes from
-
-    def to_dict(self) -> dict:
-        return {
-            "change": self.change,
-            "cluster": self.cluster.to_dict() if self.cluster else None,
-            "before": [cluster.key for cluster in self.before],
-        }
+    # The clusters at the current threshold it comes from, shown by their keys.
+    before: list[Cluster] = field(metadata={"convert": lambda before: [cluster.key for cluster in before]})
 
 
 def compare(current: ClusterReport, replayed: ClusterReport) -> list[ClusterChange]:
@@ -496,13 +482,10 @@ class DedupError(ValueError):
 
 
 @dataclass
-class MergeResult:
+class MergeResult(Report):
     canonical: str
     merged: list[str]
     batch: uuid.UUID
-
-    def to_dict(self) -> dict:
-        return {"canonical": self.canonical, "merged": self.merged, "batch": str(self.batch)}
 
 
 def merge(

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from memoryui import jsonl
+from memoryui import jsonl, writing
 from memoryui.models import Memory
 
 DEMO_NAMESPACE = uuid.UUID("6d1f8a52-3c1e-4f0b-9a57-2f7c4b1e9d03")
@@ -190,7 +190,7 @@ def seed_clean() -> int:
             fields = dict(extra)
             reason = fields.pop("tombstone", None)
             # Hand-written, distinct memories: layers 1-2 still apply, the embedding lookup is skipped.
-            memory, is_new = Memory.objects.write(
+            memory, is_new = writing.write(
                 actor=ACTOR, id=demo_id(key), scope=scope, kind=kind, text=text, semantic=False, **fields
             )
             if is_new:

@@ -11,10 +11,10 @@ from django import forms
 from django.conf import settings
 from django.db import transaction
 
-from memoryui import rules
+from memoryui import rules, writing
 from memoryui.models import ApiToken, ConflictError, Memory
 
-# --- memory list filters ------------------------------------------------------------------
+# --- memory list ---------------------------------------------------------------------------
 
 SORT_FIELDS = {
     "updated": "updated_at",
@@ -23,31 +23,18 @@ SORT_FIELDS = {
     "access_count": "access_count",
 }
 DEFAULT_SORT = "-updated"
-STATUS_FILTERS = ("active", "tombstoned", "all")
 MATCH_MODES = {"hybrid": "meaning + words", "text": "plain text"}
-PINNED_FILTERS = {"yes": True, "no": False}
 
 
-def _choice(name: str, values, *, blank: str) -> forms.ChoiceField:
-    values = tuple(values)
-    return forms.ChoiceField(
-        required=False,
-        choices=[("", blank), *[(value, value.replace("_", " ")) for value in values]],
-        error_messages={"invalid_choice": f"%(value)r is not a {name}; use one of: {', '.join(values)}"},
-    )
+class MemoryListForm(forms.Form):
+    """The list page's own query parameters: search mode, sort and page.
 
+    The base of `filters.MemoryListFilterSet`'s form, which adds the filters' fields (q, scope,
+    kind, tier, status, pinned, source): the page renders and validates that form. Blank means 'any'.
+    """
 
-class MemoryFilterForm(forms.Form):
-    """The list's query parameters: filters, search, sort and page. Blank means 'any'."""
+    field_order = ("q", "match", "scope", "kind", "tier", "status", "pinned", "source", "sort", "page")
 
-    q = forms.CharField(
-        required=False,
-        max_length=1000,
-        label="Search",
-        widget=forms.TextInput(
-            attrs={"type": "search", "placeholder": "words, a name, a number, an id", "autocomplete": "off"}
-        ),
-    )
     match = forms.ChoiceField(
         required=False,
         choices=list(MATCH_MODES.items()),
@@ -55,25 +42,6 @@ class MemoryFilterForm(forms.Form):
         help_text="meaning + words: hybrid search (vector + BM25), ranked by relevance; plain text: substring match",
         error_messages={"invalid_choice": f"%(value)r is not a match mode; use one of: {', '.join(MATCH_MODES)}"},
     )
-    scope = forms.CharField(
-        required=False,
-        max_length=rules.SCOPE_MAX_LENGTH,
-        widget=forms.TextInput(attrs={"placeholder": "any scope", "list": "scope-options", "autocomplete": "off"}),
-    )
-    kind = _choice("kind", rules.KINDS, blank="any")
-    tier = _choice("tier", rules.TIERS, blank="any")
-    status = forms.ChoiceField(
-        required=False,
-        choices=[(value, value) for value in STATUS_FILTERS],
-        widget=forms.Select(attrs={"data-default": "active"}),
-        error_messages={"invalid_choice": f"%(value)r is not a status; use one of: {', '.join(STATUS_FILTERS)}"},
-    )
-    pinned = forms.ChoiceField(
-        required=False,
-        choices=[("", "any"), ("yes", "pinned"), ("no", "not pinned")],
-        error_messages={"invalid_choice": "%(value)r is not a pinned filter; use yes or no"},
-    )
-    source = _choice("source", rules.SOURCES, blank="any")
     sort = forms.ChoiceField(
         required=False,
         choices=[
@@ -94,65 +62,18 @@ class MemoryFilterForm(forms.Form):
         error_messages={"invalid": "page must be a whole number", "min_value": "page must be 1 or more"},
     )
 
-    def clean_scope(self) -> str:
-        # `main` finds agent:main like the write path would store it; anything that is not a
-        # valid scope is matched as typed (a legacy row may hold it) rather than rejected.
-        raw = self.cleaned_data["scope"].strip()
-        if not raw:
-            return ""
-        try:
-            return rules.normalize_scope(raw)
-        except rules.ScopeError:
-            return raw
-
-    def clean_status(self) -> str:
-        return self.cleaned_data["status"] or "active"
-
     def clean_match(self) -> str:
         return self.cleaned_data["match"] or "hybrid"
-
-    def hybrid(self) -> bool:
-        """Whether the search box runs hybrid search (a query, in hybrid mode, over active memories)."""
-        data = self.cleaned_data
-        return bool(data["q"].strip()) and data["match"] == "hybrid" and data["status"] == "active"
-
-    def keeps(self, memory: Memory) -> bool:
-        """Whether a search hit also passes the other filters (search itself filters by scope)."""
-        data = self.cleaned_data
-        pinned = PINNED_FILTERS.get(data["pinned"])
-        return (
-            (not data["kind"] or memory.kind == data["kind"])
-            and (not data["tier"] or memory.tier == data["tier"])
-            and (not data["source"] or memory.source == data["source"])
-            and (pinned is None or memory.pinned == pinned)
-        )
 
     def clean_sort(self) -> str:
         return self.cleaned_data["sort"] or DEFAULT_SORT
 
-    def has_filters(self) -> bool:
-        data = self.cleaned_data
-        return any(data.get(name) for name in ("q", "scope", "kind", "tier", "pinned", "source")) or (
-            data.get("status") != "active"
-        )
-
-    def queryset(self):
-        """The memories these filters select, sorted; call after is_valid()."""
-        data = self.cleaned_data
-        memories = Memory.objects.matching(
-            status=data["status"],
-            scope=data["scope"],
-            kind=data["kind"],
-            tier=data["tier"],
-            source=data["source"],
-            pinned=PINNED_FILTERS.get(data["pinned"]),
-            text=data["q"],
-        )
-        sort = data["sort"]
+    def order_by(self) -> tuple[str, str]:
+        """The sort as order_by() arguments; the id tie-break keeps pages stable when many rows share a value."""
+        sort = self.cleaned_data["sort"]
         field = SORT_FIELDS[sort.lstrip("-")]
         prefix = "-" if sort.startswith("-") else ""
-        # The id tie-break keeps pages stable when many rows share a value.
-        return memories.order_by(f"{prefix}{field}", f"{prefix}id")
+        return f"{prefix}{field}", f"{prefix}id"
 
 
 # --- create / edit ------------------------------------------------------------------------
@@ -271,7 +192,7 @@ class MemoryForm(forms.Form):
         """
         try:
             if self.memory is None:
-                return Memory.objects.write(actor=actor, **self.domain_fields())
+                return writing.write(actor=actor, **self.domain_fields())
             self.memory.edit(actor=actor, reason=self.cleaned_data.get("reason", ""), **self.domain_fields())
             return self.memory, False
         except rules.MemoryValidationError as exc:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from memoryui import rules
 from memoryui.models import Memory, MemoryEvent, queue_index_sync
+from memoryui.reports import Report
 
 CHUNK_SIZE = 1000
 IMPORT_ACTOR = "import"
@@ -257,7 +258,7 @@ def _insert_rows(model: type[models.Model], objects: list[models.Model]) -> None
 
 
 @dataclass
-class ImportReport:
+class ImportReport(Report):
     """What an import did. `updated` counts lines whose id existed with different content."""
 
     imported: int = 0
@@ -266,16 +267,6 @@ class ImportReport:
     skipped: int = 0
     errors: list[dict] = field(default_factory=list)
     batch: uuid.UUID | None = None
-
-    def as_dict(self) -> dict:
-        return {
-            "imported": self.imported,
-            "updated": self.updated,
-            "merged": self.merged,
-            "skipped": self.skipped,
-            "errors": self.errors,
-            "batch": str(self.batch) if self.batch else None,
-        }
 
 
 @dataclass

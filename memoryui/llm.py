@@ -1,16 +1,30 @@
 """The one way memoryui talks to an LLM: any OpenAI-compatible endpoint (MEMORYUI_LLM_*), JSON answers.
 
-Used by the recall selector and the L1 extractor. Unset MEMORYUI_LLM_BASE_URL or
-MEMORYUI_LLM_MODEL means no LLM: callers fall back to their deterministic path and say so.
+Used by the recall selector, the L1 extractor, the dedup judge and roll-ups. Unset
+MEMORYUI_LLM_BASE_URL or MEMORYUI_LLM_MODEL means no LLM: callers fall back to their
+deterministic path and say so.
+
+An answer with an `AnswerSchema` is asked for as a strict structured output
+(`response_format={"type": "json_schema", ...}`) and checked against the same JSON Schema
+(Draft 2020-12) when it comes back: endpoints that honour the format cannot answer out of shape,
+and those that ignore it are still held to it. An endpoint that refuses the format (an HTTP 400
+naming it) is asked once more with the prompt alone, and from then on, in this process, only
+with the prompt.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import re
 from dataclasses import dataclass
 
 from django.conf import settings
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,9 +54,9 @@ NOT_CONFIGURED = "no LLM endpoint (set MEMORYUI_LLM_BASE_URL and MEMORYUI_LLM_MO
 def client(endpoint: LLMEndpoint):
     """One client per endpoint and timeout, reused: its connection pool saves a TCP handshake per call.
 
-    The SDK is imported on first use (most processes never call an LLM), and callers with a
-    latency budget build the client before the budget starts: importing it takes longer than
-    many a model's answer.
+    The SDK is imported on first use, not with this module: importing it takes ~0.4 s, which
+    every web and worker process would pay although most never call an LLM; callers with a
+    latency budget build the client before the budget starts.
     """
     from openai import OpenAI
 
@@ -51,14 +65,127 @@ def client(endpoint: LLMEndpoint):
     )
 
 
-def complete_json(llm_client, endpoint: LLMEndpoint, messages: list[dict]) -> str:
-    """The model's answer to `messages`, asked for as a JSON object (temperature 0)."""
-    response = llm_client.chat.completions.create(
-        model=endpoint.model,
-        messages=messages,
-        temperature=0,
-        response_format={"type": "json_object"},
-    )
+# --- answers of one shape ----------------------------------------------------------------------
+
+# Keywords strict structured outputs refuse (OpenAI) or that constrained decoders anchor (a
+# `pattern` of "\S" would allow one character): checked on return only, never sent.
+_CHECKED_ON_RETURN_ONLY = ("minLength", "maxLength", "pattern")
+_SHORT_INSTANCE = 60  # characters of a long value quoted in a rejection
+
+
+class AnswerRejected(Exception):
+    """The answer is not JSON (`code` "invalid_json") or not of its schema ("invalid_answer")."""
+
+    def __init__(self, code: str, message: str):
+        self.code = code
+        super().__init__(message)
+
+
+class AnswerSchema:
+    """The one valid shape of a JSON answer, as a Draft 2020-12 JSON Schema.
+
+    Strict structured outputs require every property: an optional property must be nullable in
+    `schema` (`{"type": ["string", "null"]}`), or the model must always give it.
+    """
+
+    def __init__(self, name: str, schema: dict):
+        Draft202012Validator.check_schema(schema)
+        self.name, self.schema = name, schema
+        self._validator = Draft202012Validator(schema)
+
+    @functools.cached_property
+    def response_format(self) -> dict:
+        """The schema as a strict structured output asks for it."""
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": self.name, "schema": _strict(self.schema), "strict": True},
+        }
+
+    def first_error(self, answer: object) -> str | None:
+        """`<JSON path>: <message>` of the answer's first error (the one `jsonschema.validate`
+        would raise), or None when the answer is valid."""
+        error = best_match(self._validator.iter_errors(answer))
+        return None if error is None else f"{error.json_path}: {_message(error)}"
+
+    def parse(self, raw: str) -> object:
+        """The answer in `raw` (one ```json fence tolerated), valid for the schema, or AnswerRejected."""
+        try:
+            answer = json.loads(strip_fence(raw))
+        except ValueError as exc:
+            message = f"the answer is not JSON ({exc.msg} at character {exc.pos})"
+            raise AnswerRejected("invalid_json", message) from None
+        if error := self.first_error(answer):
+            raise AnswerRejected("invalid_answer", error)
+        return answer
+
+
+def _strict(schema: dict) -> dict:
+    """`schema` as strict mode takes it: every property required, return-only keywords left out."""
+    node = {key: value for key, value in schema.items() if key not in _CHECKED_ON_RETURN_ONLY}
+    for key in ("items", "contains", "not", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            node[key] = _strict(node[key])
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        if key in node:
+            node[key] = [_strict(sub) for sub in node[key]]
+    for key in ("properties", "$defs", "patternProperties"):
+        if key in node:
+            node[key] = {name: _strict(sub) for name, sub in node[key].items()}
+    if "properties" in node:
+        node["required"] = list(node["properties"])
+    return node
+
+
+def _message(error: ValidationError) -> str:
+    """jsonschema's message, a long value it quotes first shortened ("[… 11 items] is too long")."""
+    quoted = repr(error.instance)
+    if len(quoted) <= _SHORT_INSTANCE or not error.message.startswith(quoted):
+        return error.message
+    if isinstance(error.instance, list):
+        short = f"[… {len(error.instance)} items]"
+    elif isinstance(error.instance, dict):
+        short = f"{{… {len(error.instance)} properties}}"
+    else:
+        short = quoted[: _SHORT_INSTANCE - 1] + "…"
+    return short + error.message[len(quoted) :]
+
+
+# --- the call --------------------------------------------------------------------------------
+
+# Endpoints (base_url, model) that refused a json_schema response format: asked with the prompt alone.
+_prompt_only: set[tuple[str, str]] = set()
+_REFUSAL = re.compile(r"response_format|response format|json_schema|structured output", re.IGNORECASE)
+
+
+def complete_json(llm_client, endpoint: LLMEndpoint, messages: list[dict], schema: AnswerSchema | None = None) -> str:
+    """The model's answer to `messages` (temperature 0): with `schema`, asked for as a strict
+    structured output (the prompt alone where the endpoint refuses that); without, as a JSON object."""
+    if schema is None:
+        return _complete(llm_client, endpoint, messages, {"type": "json_object"})
+    key = (endpoint.base_url, endpoint.model)
+    if key not in _prompt_only:
+        try:
+            return _complete(llm_client, endpoint, messages, schema.response_format)
+        except Exception as exc:  # the SDK's errors; only a refusal of the format is retried
+            if not refuses_response_format(exc):
+                raise
+            _prompt_only.add(key)
+            logger.warning(
+                "%s (%s) refuses json_schema response formats; asking with the prompt alone from now on",
+                endpoint.base_url,
+                endpoint.model,
+            )
+    return _complete(llm_client, endpoint, messages, None)
+
+
+def refuses_response_format(exc: Exception) -> bool:
+    """Whether an error is the endpoint refusing the response format: an HTTP 400 (or 422) naming it."""
+    return getattr(exc, "status_code", None) in (400, 422) and bool(_REFUSAL.search(str(exc)))
+
+
+def _complete(llm_client, endpoint: LLMEndpoint, messages: list[dict], response_format: dict | None) -> str:
+    options = {"response_format": response_format} if response_format is not None else {}
+    response = llm_client.chat.completions.create(model=endpoint.model, messages=messages, temperature=0, **options)
     if not response.choices:
         return ""
     return response.choices[0].message.content or ""

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
-from memoryui import llm
+from memoryui import llm, writing
 from memoryui.models import Memory, Transcript
-from memoryui.transcripts import Round
+from memoryui.transcripts import Round, projection_of
 
 MAX_SUMMARY_CHARS = 3000
 MAX_INPUT_CHARS = 60_000
@@ -32,6 +32,15 @@ and where they stand; drop greetings, chit-chat and tool-call mechanics. If a pr
 given, the new summary must absorb it (it replaces it). Write in the conversation's language.
 
 Answer with JSON only, exactly: {"summary": "<at most 3000 characters>"}"""
+SUMMARY = llm.AnswerSchema(
+    "summary",
+    {
+        "type": "object",
+        "properties": {"summary": {"type": "string", "minLength": 1, "maxLength": MAX_SUMMARY_CHARS}},
+        "required": ["summary"],
+        "additionalProperties": False,
+    },
+)
 
 
 @dataclass
@@ -68,8 +77,6 @@ def rollup(
     transcript: Transcript, *, actor: str = "compaction", endpoint: llm.LLMEndpoint | None = None
 ) -> RollupResult:
     """Roll the transcript's older complete rounds up into its summary memory, if there is anything new."""
-    from memoryui.extraction import projection_of
-
     projection = projection_of(transcript)
     previous = current_summary(transcript)
     covered = previous.metadata["rollup"]["rounds"][1] if previous else 0
@@ -88,7 +95,7 @@ def rollup(
     last = rounds[-1].number
     generation = previous.metadata["rollup"]["generation"] + 1 if previous else 1
     with transaction.atomic():
-        written = Memory.objects.write_outcome(
+        written = writing.write_outcome(
             actor=actor,
             scope=transcript.scope,
             kind="summary",
@@ -121,16 +128,15 @@ def _summarize(endpoint: llm.LLMEndpoint, rounds: list[Round], previous: Memory 
     text = json.dumps(request, ensure_ascii=False)[:MAX_INPUT_CHARS]
     messages = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": text}]
     try:
-        raw = llm.complete_json(llm.client(endpoint), endpoint, messages)
+        raw = llm.complete_json(llm.client(endpoint), endpoint, messages, SUMMARY)
     except Exception as exc:  # the SDK's errors: connection, HTTP status, timeout
         raise ValueError(f"the model failed ({llm.describe_error(exc)})") from None
     try:
-        answer = json.loads(llm.strip_fence(raw))
-    except ValueError:
-        raise ValueError("the model's answer is not JSON") from None
-    if not isinstance(answer, dict) or set(answer) != {"summary"} or not isinstance(answer["summary"], str):
-        raise ValueError('the model\'s answer is not {"summary": "..."}')
+        answer = SUMMARY.parse(raw)
+    except llm.AnswerRejected as exc:
+        what = "not JSON" if exc.code == "invalid_json" else f'not {{"summary": "..."}}: {exc}'
+        raise ValueError(f"the model's answer is {what}") from None
     summary = " ".join(answer["summary"].split())
-    if not summary or len(summary) > MAX_SUMMARY_CHARS:
-        raise ValueError(f"the summary is empty or longer than {MAX_SUMMARY_CHARS} characters")
+    if not summary:
+        raise ValueError("the summary is empty")
     return summary

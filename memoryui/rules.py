@@ -1,6 +1,7 @@
 """Domain rules of the memory store as plain functions: kinds, tiers, scopes, hashing.
 
-Everything here takes and returns plain values so it can be tested without a database.
+Everything here takes and returns plain values so it can be tested without a database. The
+enumerations (Kind, Tier, Status, Source) are defined here once; the models use them.
 """
 
 from __future__ import annotations
@@ -11,20 +12,50 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 
-KINDS = (
-    "entity",
-    "preference",
-    "fact",
-    "project_state",
-    "relationship",
-    "procedure",
-    "remember",
-    "summary",
-    "note",
-)
-TIERS = ("core", "working", "peripheral")
-STATUSES = ("active", "tombstoned")
-SOURCES = ("user", "remember", "extractor:l0", "extractor:l1", "compaction", "import", "manual", "cleanup")
+from django.db.models import TextChoices
+
+
+class Kind(TextChoices):
+    """The nine kinds of memory (DESIGN.md "Kinds"); `note` is the compatibility bucket only."""
+
+    ENTITY = "entity"
+    PREFERENCE = "preference"
+    FACT = "fact"
+    PROJECT_STATE = "project_state", "project state"
+    RELATIONSHIP = "relationship"
+    PROCEDURE = "procedure"
+    REMEMBER = "remember"
+    SUMMARY = "summary"
+    NOTE = "note"
+
+
+class Tier(TextChoices):
+    CORE = "core"
+    WORKING = "working"
+    PERIPHERAL = "peripheral"
+
+
+class Status(TextChoices):
+    ACTIVE = "active"
+    TOMBSTONED = "tombstoned"
+
+
+class Source(TextChoices):
+    USER = "user"
+    REMEMBER = "remember"
+    EXTRACTOR_L0 = "extractor:l0"
+    EXTRACTOR_L1 = "extractor:l1"
+    COMPACTION = "compaction"
+    IMPORT = "import"
+    MANUAL = "manual"
+    CLEANUP = "cleanup"
+
+
+# The same, as plain tuples of values, in their order (core before working before peripheral).
+KINDS: tuple[str, ...] = tuple(Kind.values)
+TIERS: tuple[str, ...] = tuple(Tier.values)
+STATUSES: tuple[str, ...] = tuple(Status.values)
+SOURCES: tuple[str, ...] = tuple(Source.values)
 
 # Scope types that carry an explicit prefix. A bare id is an agent id.
 SCOPE_TYPES = ("agent", "user", "session", "project", "team", "global")

@@ -1,7 +1,9 @@
 """Transcript projection: what every consumer of a transcript (extraction, summary, export) sees.
 
-Plain dataclasses and functions, no database. A stored message becomes a `Msg` through
-`Msg.from_dict(message.index, message.as_dict())`; `project()` then:
+Plain dataclasses and functions, no database, except `projection_of(transcript)`: the stored
+transcript projected with the configured focus window, which every consumer uses. A stored
+message becomes a `Msg` through `Msg.from_dict(message.index, message.as_dict())`; `project()`
+then:
 
 1. **Trims trailing dangling tool calls.** While the last message is an assistant message
    with tool calls and none of them has a result after it, it is removed (the agent
@@ -31,6 +33,12 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+if TYPE_CHECKING:
+    from memoryui.models import Transcript
 
 FOCUS_ROUNDS = 3
 FOCUS_TOKENS = 8000
@@ -177,6 +185,20 @@ def project(
 
     _mark_focus_window(rounds, focus_rounds, focus_tokens, notes)
     return Projection(messages=kept, trimmed=trimmed, leading=leading, rounds=rounds, notes=notes)
+
+
+def messages_of(transcript: Transcript) -> list[Msg]:
+    """The stored transcript's messages, in order."""
+    return [Msg.from_dict(m.index, m.as_dict()) for m in transcript.messages.all()]
+
+
+def projection_of(transcript: Transcript) -> Projection:
+    """The stored transcript as every consumer sees it, with the configured focus window."""
+    return project(
+        messages_of(transcript),
+        focus_rounds=settings.MEMORYUI_FOCUS_ROUNDS,
+        focus_tokens=settings.MEMORYUI_FOCUS_TOKENS,
+    )
 
 
 def _trim_dangling_calls(messages: list[Msg]) -> tuple[list[Msg], list[Msg]]:

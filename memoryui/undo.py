@@ -21,6 +21,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db import transaction
 
 from memoryui.models import ConflictError, Memory, MemoryEvent
+from memoryui.reports import Report
 
 UNDO_PREFIX = "undo of batch "
 
@@ -30,23 +31,13 @@ class UndoError(ValueError):
 
 
 @dataclass
-class UndoReport:
+class UndoReport(Report):
     batch: str
     undo_batch: str
     restored: int = 0  # tombstoned by the batch, active again
     reverted: int = 0  # edited/merged/demoted by the batch, values put back
     tombstoned: int = 0  # created by the batch, tombstoned now
-    memories: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "batch": self.batch,
-            "undo_batch": self.undo_batch,
-            "restored": self.restored,
-            "reverted": self.reverted,
-            "tombstoned": self.tombstoned,
-            "memories": len(self.memories),
-        }
+    memories: list[str] = field(default_factory=list, metadata={"convert": len})  # reported as a count
 
 
 def undo_reason(batch) -> str:

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from memoryui import views, views_hygiene
+from memoryui import views, views_hygiene, views_transcripts
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -17,9 +17,9 @@ urlpatterns = [
     path("memories/<uuid:pk>/edit/", views.memory_edit, name="memory_edit"),
     path("memories/<uuid:pk>/<slug:action>/", views.memory_action, name="memory_action"),
     path("indexes/<slug:action>/", views.index_action, name="index_action"),
-    path("transcripts/", views.transcript_list, name="transcript_list"),
-    path("transcripts/<uuid:pk>/", views.transcript_detail, name="transcript_detail"),
-    path("transcripts/<uuid:pk>/extract/", views.transcript_extract, name="transcript_extract"),
+    path("transcripts/", views_transcripts.transcript_list, name="transcript_list"),
+    path("transcripts/<uuid:pk>/", views_transcripts.transcript_detail, name="transcript_detail"),
+    path("transcripts/<uuid:pk>/extract/", views_transcripts.transcript_extract, name="transcript_extract"),
     path("duplicates/", views_hygiene.duplicates, name="duplicates"),
     path("duplicates/merge/", views_hygiene.duplicates_merge, name="duplicates_merge"),
     path("duplicates/reject/", views_hygiene.duplicates_reject, name="duplicates_reject"),
@@ -28,9 +28,9 @@ urlpatterns = [
     path("cleanup/apply/", views_hygiene.cleanup_apply, name="cleanup_apply"),
     path("cleanup/undo/", views_hygiene.cleanup_undo, name="cleanup_undo"),
     path("batches/<uuid:batch>/undo/", views_hygiene.batch_undo, name="batch_undo"),
-    path("tasks/", views.task_list, name="task_list"),
-    path("tasks/decay/", views.task_decay_now, name="task_decay_now"),
-    path("tasks/<uuid:pk>/", views.task_detail, name="task_detail"),
+    path("tasks/", views_transcripts.task_list, name="task_list"),
+    path("tasks/decay/", views_transcripts.task_decay_now, name="task_decay_now"),
+    path("tasks/<uuid:pk>/", views_transcripts.task_detail, name="task_detail"),
     path("recall/", include("recall.urls")),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),

@@ -14,10 +14,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from memoryui import cleanup, dedup, rules, undo
+from memoryui import cleanup, dedup, rules, undo, web
 from memoryui.models import Memory, TaskRun
 from memoryui.tasks import CLEANUP, enqueue_cleanup_step, enqueue_dedup
-from memoryui.views import _actor, _render, _safe_next, _scope_choices, _wants_fragment, login_required_htmx
 
 CLUSTERS_SHOWN = 100
 KEPT_APART_SHOWN = 20
@@ -27,7 +26,7 @@ def _scope_param(request: HttpRequest, source) -> tuple[str, str | None]:
     """The scope asked for (normalized) and, when it is not a valid scope, why."""
     raw = (source.get("scope") or "").strip()
     if not raw:
-        scopes = _scope_choices()
+        scopes = web.scope_choices()
         return ("agent:main" if "agent:main" in scopes else (scopes[0] if scopes else "agent:main")), None
     try:
         return rules.normalize_scope(raw), None
@@ -52,7 +51,7 @@ def _threshold_param(source) -> tuple[float, str | None]:
 # --- duplicates -------------------------------------------------------------------------------
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_GET
 def duplicates(request):
     """The scope's duplicate clusters at the configured threshold or, with `?threshold=`, what a
@@ -62,7 +61,7 @@ def duplicates(request):
     default = dedup.default_threshold()
     context = {
         "scope": scope,
-        "scopes": _scope_choices(),
+        "scopes": web.scope_choices(),
         "threshold": threshold,
         "default_threshold": default,
         "replay_min": dedup.REPLAY_RANGE[0],
@@ -88,8 +87,8 @@ def duplicates(request):
             dissolved=[c.before[0] for c in changes or [] if c.change == "dissolves"],
             replay=threshold != default,
         )
-    template = "memoryui/partials/duplicates.html" if _wants_fragment(request) else "memoryui/duplicates.html"
-    return _render(request, template, context)
+    template = "memoryui/partials/duplicates.html" if web.wants_fragment(request) else "memoryui/duplicates.html"
+    return web.render(request, template, context)
 
 
 def _kept_apart(report: dedup.ClusterReport) -> list[dict]:
@@ -120,7 +119,7 @@ def _duplicates_url(scope: str, threshold: float | None = None) -> str:
 def _decide_cluster(request: HttpRequest, decide, *, failure: str):
     """A decision on one proposed cluster: `decide(scope, members)` returns the success message."""
     scope, error = _scope_param(request, request.POST)
-    back = _safe_next(request, _duplicates_url(scope))
+    back = web.safe_next(request, _duplicates_url(scope))
     if error:
         messages.error(request, error)
         return redirect(back)
@@ -133,33 +132,33 @@ def _decide_cluster(request: HttpRequest, decide, *, failure: str):
     return redirect(back)
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def duplicates_merge(request):
     """Approve one proposed cluster: merge its members into the chosen canonical memory."""
 
     def merge(scope: str, members: list[str]) -> str:
         canonical = request.POST.get("canonical") or None
-        result = dedup.merge(scope, members, canonical_id=canonical, actor=_actor(request), reason="approved merge")
+        result = dedup.merge(scope, members, canonical_id=canonical, actor=web.actor(request), reason="approved merge")
         request.session["undo_batch"] = str(result.batch)
         return f"Merged {len(result.merged)} duplicates into {result.canonical}."
 
     return _decide_cluster(request, merge, failure="Nothing merged")
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def duplicates_reject(request):
     """Not duplicates: these memories are never proposed together again."""
 
     def reject(scope: str, members: list[str]) -> str:
-        pairs = dedup.reject(scope, members, actor=_actor(request))
+        pairs = dedup.reject(scope, members, actor=web.actor(request))
         return f"Marked as not duplicates ({pairs} pairs); they will not be proposed again."
 
     return _decide_cluster(request, reject, failure="Nothing marked")
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def duplicates_apply(request):
     """Merge every cluster at the given threshold, as a background task (one batch)."""
@@ -169,7 +168,7 @@ def duplicates_apply(request):
         messages.error(request, scope_error or threshold_error)
         return redirect(_duplicates_url(scope))
     with transaction.atomic():
-        run = enqueue_dedup(scope, actor=_actor(request), threshold=threshold)
+        run = enqueue_dedup(scope, actor=web.actor(request), threshold=threshold)
     messages.success(request, f"Merging every cluster of {scope} at threshold {threshold}.")
     return redirect(run)
 
@@ -177,12 +176,12 @@ def duplicates_apply(request):
 # --- undo -------------------------------------------------------------------------------------
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def batch_undo(request, batch):
-    back = _safe_next(request, reverse("task_list"))
+    back = web.safe_next(request, reverse("task_list"))
     try:
-        report = undo.undo_batch(batch, actor=_actor(request), force=request.POST.get("force") == "1")
+        report = undo.undo_batch(batch, actor=web.actor(request), force=request.POST.get("force") == "1")
     except undo.UndoError as exc:
         messages.error(request, f"Not undone: {exc}")
         return redirect(back)
@@ -239,19 +238,19 @@ def _step_states(scope: str) -> tuple[str | None, list[dict], str | None]:
     return session, steps, current
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_GET
 def cleanup_wizard(request):
     """Four steps, one at a time: preview (a dry run against the store as it is), apply (a task
     and one batch), undo. `?preview=1` shows the current step's dry run."""
     scope, error = _scope_param(request, request.GET)
-    context = {"scope": scope, "scopes": _scope_choices(), "error": error}
+    context = {"scope": scope, "scopes": web.scope_choices(), "error": error}
     if not error:
         session, steps, current = _step_states(scope)
         running = any(s["state"] == "running" for s in steps)
         preview = None
         if request.GET.get("preview") and current and not running:
-            preview = cleanup.run_step(scope, current, dry_run=True, actor=_actor(request))
+            preview = cleanup.run_step(scope, current, dry_run=True, actor=web.actor(request))
         stats = Memory.objects.filter(scope=scope).stats()
         context.update(
             session=session,
@@ -265,15 +264,15 @@ def cleanup_wizard(request):
             undoable=[s["batch"] for s in reversed(steps) if s["batch"]],
             last_done=next((s for s in reversed(steps) if s["state"] == "done" and s["batch"]), None),
         )
-    template = "memoryui/partials/cleanup_steps.html" if _wants_fragment(request) else "memoryui/cleanup.html"
-    return _render(request, template, context)
+    template = "memoryui/partials/cleanup_steps.html" if web.wants_fragment(request) else "memoryui/cleanup.html"
+    return web.render(request, template, context)
 
 
 def _cleanup_url(scope: str) -> str:
     return f"{reverse('cleanup')}?scope={scope}"
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def cleanup_apply(request):
     """Apply the wizard's current step (the one that was previewed) as a background task."""
@@ -287,12 +286,12 @@ def cleanup_apply(request):
         messages.error(request, f"Step {step!r} is not the next one to apply (that is {current or 'none'}).")
         return redirect(_cleanup_url(scope))
     with transaction.atomic():
-        enqueue_cleanup_step(scope, step, actor=_actor(request), cleanup=session or str(uuid.uuid4()))
+        enqueue_cleanup_step(scope, step, actor=web.actor(request), cleanup=session or str(uuid.uuid4()))
     messages.success(request, f"{cleanup.STEP_TITLES[step]}: applying.")
     return redirect(_cleanup_url(scope))
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def cleanup_undo(request):
     """Undo the clean-up: every applied step's batch, last step first."""
@@ -311,7 +310,7 @@ def cleanup_undo(request):
     try:
         with transaction.atomic():
             for batch in batches:
-                report = undo.undo_batch(batch, actor=_actor(request))
+                report = undo.undo_batch(batch, actor=web.actor(request))
                 for name in totals:
                     totals[name] += getattr(report, name)
     except undo.UndoError as exc:

@@ -1,6 +1,6 @@
 """Calibration: fit the fusion and answerability knobs to a user's own golden queries.
 
-Every golden query is retrieved once (`recall.search.retrieve`, candidates as wide as the
+Every golden query is retrieved once (`searchindex.search.retrieve`, candidates as wide as the
 starting profile asks); the knobs are then searched offline by re-ranking and re-judging those
 retrievals, in two stages with one objective each:
 
@@ -27,12 +27,12 @@ import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
-from recall.answerability import strong_evidence
-from recall.fusion import RetrievalSettings, SettingsError
-from recall.knobs import embedder_defaults
+from recall.knobs import RecallSettings
 from recall.models import RecallProfile
-from recall.pipeline import RecallSettings
-from recall.search import Retrieval, SearchError, check_outside_top_k, clean_query, rank, retrieve
+from searchindex.answerability import strong_evidence
+from searchindex.defaults import embedder_defaults
+from searchindex.fusion import RetrievalSettings, SettingsError
+from searchindex.search import Retrieval, SearchError, check_outside_top_k, clean_query, rank, retrieve
 
 MIN_QUERIES = 20
 MIN_ANSWERABLE = 10

@@ -10,11 +10,11 @@ from django import forms
 
 from memoryui import rules
 from memoryui.models import Memory
-from recall.fusion import FUSIONS, RetrievalSettings, SettingsError
+from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile
-from recall.pipeline import RecallSettings
-from recall.search import MAX_QUERY_CHARS
 from recall.toolfilter import DEFAULT_DURABLE_MARKERS, DEFAULT_SCHEMA_MARKERS
+from searchindex.fusion import FUSIONS, RetrievalSettings, SettingsError
+from searchindex.search import MAX_QUERY_CHARS
 
 _SPLIT_RE = re.compile(r"[,\n]+")
 

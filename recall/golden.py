@@ -20,10 +20,12 @@ from datetime import datetime
 
 from django.db import transaction
 
+from memoryui import writing
 from memoryui.models import Memory
-from recall import index
+from recall.knobs import RecallSettings
 from recall.models import GoldenQuery, GoldenSet
-from recall.pipeline import CONFIGURED, RecallSettings, recall
+from recall.pipeline import CONFIGURED, recall
+from searchindex import outbox
 
 
 @dataclass
@@ -204,7 +206,7 @@ def import_labelled(data: dict, *, name: str, actor: str) -> dict:
                 fields["entity_key"] = m["entity_key"]
             if m.get("tags"):
                 fields["metadata"] = {"tags": m["tags"]}
-            memory, was_created = Memory.objects.write(actor=actor, id=ids[m["key"]], semantic=False, **fields)
+            memory, was_created = writing.write(actor=actor, id=ids[m["key"]], semantic=False, **fields)
             if not was_created:
                 raise LabelledSetError(f"memory {m['key']} duplicates {memory.pk}: a labelled set holds no duplicate")
             if m.get("created_at"):
@@ -229,5 +231,5 @@ def import_labelled(data: dict, *, name: str, actor: str) -> dict:
                 if q["scope"] == scope
             )
             sets.append(golden.name)
-    index.sync_memories([str(pk) for pk in ids.values()])
+    outbox.sync_memories([str(pk) for pk in ids.values()])
     return {"memories": len(memories), "created": created, "queries": len(queries), "golden_sets": sets}

@@ -25,7 +25,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from recall.lexical import tokenize
+from searchindex.tokens import tokenize
 
 _SELECT_RE = re.compile(r"(?:^|\s)select:\s*([^\s,]+(?:\s*,\s*[^\s,]+)*)", re.IGNORECASE)
 _REQUIRED_RE = re.compile(r'(?:^|(?<=\s))\+(?:"([^"]+)"|(\S+))')
@@ -115,7 +115,7 @@ class QueryForms:
     """The forms of the query every candidate is compared with, computed once per recall."""
 
     whole: str  # normalized
-    terms: frozenset[str]  # its search terms (recall.lexical.tokenize)
+    terms: frozenset[str]  # its search terms (searchindex.tokens.tokenize)
 
     @classmethod
     def of(cls, query: str) -> QueryForms:

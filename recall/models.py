@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
@@ -11,9 +12,12 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from recall.fusion import SettingsError
-from recall.knobs import active_defaults
-from recall.pipeline import RecallResult, RecallSettings
+from recall.knobs import RecallSettings
+from searchindex.defaults import active_defaults
+from searchindex.fusion import SettingsError
+
+if TYPE_CHECKING:
+    from recall.pipeline import RecallResult
 
 DEFAULT_PROFILE = "default"
 
@@ -31,7 +35,7 @@ class RecallProfileQuerySet(models.QuerySet):
 
 
 class RecallProfile(models.Model):
-    """A named set of recall knobs (recall.pipeline.RecallSettings), stored as the knobs that differ."""
+    """A named set of recall knobs (recall.knobs.RecallSettings), stored as the knobs that differ."""
 
     name = models.CharField(
         max_length=64,
@@ -67,7 +71,7 @@ class RecallProfile(models.Model):
 
     @property
     def settings(self) -> RecallSettings:
-        """The stored knobs over the defaults of the configured embedder (recall.knobs)."""
+        """The stored knobs over the defaults of the configured embedder (searchindex.defaults)."""
         return RecallSettings.from_dict({**active_defaults(), **(self.knobs or {})})
 
 

@@ -1,6 +1,6 @@
 """Recall: what an agent gets for its current turn (DESIGN.md "Read path: recall", steps 1-6).
 
-    candidates   hybrid search in the scope (recall.search): fused, reranked, floored
+    candidates   hybrid search in the scope (searchindex.search): fused, reranked, floored
     selector     an LLM picks among the headers of the candidates that cleared the floor
                  (recall.selector), within its latency budget
     heuristic    deterministic field-weighted scoring of the same candidates (recall.heuristic);
@@ -19,141 +19,33 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
-from memoryui.models import Memory, MemoryEvent
+from memoryui.models import Memory
+from memoryui.reports import Report
 from recall import heuristic, selector, toolfilter
-from recall.answerability import Answer
-from recall.fusion import LIMIT_MAX, RETIRED_KNOBS, Candidate, RetrievalSettings, SettingsError, clamp_limit
-from recall.knobs import active_defaults
-from recall.search import NEAR_MISSES, Found, SearchError, clean_query, search
+from recall.knobs import RecallSettings
+from searchindex.answerability import Answer
+from searchindex.defaults import active_defaults
+from searchindex.embeddings import EmbedderUnavailable, get_embedder
+from searchindex.fusion import LIMIT_MAX, Candidate, clamp_limit
+from searchindex.search import NEAR_MISSES, Found, SearchError, clean_query, search
+from searchindex.tokens import tokenize
 
 DECISIONS = ("selected", "not_selected", "filtered", "below_floor")
 MAX_BLOCK_LINE_CHARS = 600
 BLOCK_HEADING = "Recalled memories, for this turn only (not part of the conversation; do not store or repeat them):"
 
-# --- the tuning knobs -----------------------------------------------------------------------------
-
-_RECALL_KNOBS = {
-    # knob: (type, low, high)
-    "candidates": (int, 1, 100),
-    "selector_timeout_ms": (int, 100, 60_000),
-    "weight_retrieval": (float, 0.0, 10.0),
-    "weight_exact": (float, 0.0, 10.0),
-    "weight_substring": (float, 0.0, 10.0),
-    "weight_tags": (float, 0.0, 10.0),
-    "weight_text": (float, 0.0, 10.0),
-}
-
-
-@dataclass(frozen=True)
-class RecallSettings:
-    """Every recall knob: retrieval's (recall.fusion.RetrievalSettings) and the pipeline's.
-
-    A recall profile stores them as one flat JSON object (`to_dict`/`from_dict`).
-    """
-
-    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
-    candidates: int = 20  # the best floor-passing candidates the selector and the heuristic see
-    selector: bool = True  # ask the model selector when an LLM is configured
-    selector_timeout_ms: int | None = None  # None: MEMORYUI_SELECTOR_TIMEOUT_MS
-    weight_retrieval: float = 1.0
-    weight_exact: float = 1.0
-    weight_substring: float = 0.6
-    weight_tags: float = 0.3
-    weight_text: float = 0.2
-    schema_markers: tuple[str, ...] | None = None  # None: recall.toolfilter's defaults
-    durable_markers: tuple[str, ...] | None = None
-
-    @property
-    def weights(self) -> heuristic.Weights:
-        return heuristic.Weights(
-            retrieval=self.weight_retrieval,
-            exact=self.weight_exact,
-            substring=self.weight_substring,
-            tags=self.weight_tags,
-            text=self.weight_text,
-        )
-
-    def to_dict(self) -> dict:
-        data = self.retrieval.to_dict()
-        for knob in fields(self):
-            if knob.name != "retrieval":
-                value = getattr(self, knob.name)
-                data[knob.name] = list(value) if isinstance(value, tuple) else value
-        return data
-
-    @classmethod
-    def from_dict(cls, data) -> RecallSettings:
-        """Settings from a profile's JSON; missing knobs take their defaults, unknown ones are errors."""
-        if not isinstance(data, dict):
-            raise SettingsError({"settings": [f"must be a JSON object, got {type(data).__name__}"]})
-        retrieval_names = {knob.name for knob in fields(RetrievalSettings)}
-        errors: dict[str, list[str]] = {}
-        retrieval = RetrievalSettings()
-        try:
-            passed_on = retrieval_names | RETIRED_KNOBS
-            retrieval = RetrievalSettings.from_dict({k: v for k, v in data.items() if k in passed_on})
-        except SettingsError as exc:
-            errors.update(exc.errors)
-        own = {knob.name for knob in fields(cls)} - {"retrieval"}
-        values: dict = {}
-        for key, value in data.items():
-            if key in retrieval_names or key in RETIRED_KNOBS:
-                continue
-            if key not in own:
-                known = sorted(retrieval_names | own)
-                errors.setdefault(str(key), []).append("is not a recall knob; known knobs: " + ", ".join(known))
-                continue
-            problem, value = _check_knob(key, value)
-            if problem:
-                errors.setdefault(key, []).append(problem)
-            else:
-                values[key] = value
-        if errors:
-            raise SettingsError(errors)
-        return cls(retrieval=retrieval, **values)
-
-
-def _check_knob(key: str, value) -> tuple[str | None, object]:
-    if key == "selector":
-        return (None, value) if isinstance(value, bool) else ("must be true or false", value)
-    if key in ("schema_markers", "durable_markers"):
-        if value is None:
-            return None, None
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            return "must be a list of words or phrases (or null for the built-in list)", value
-        cleaned = tuple(dict.fromkeys(" ".join(item.split()) for item in value if item.strip()))
-        return (None, cleaned) if cleaned else ("must hold at least one marker (or be null)", value)
-    if key == "selector_timeout_ms" and value is None:
-        return None, None
-    kind, low, high = _RECALL_KNOBS[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"must be a number, got {value!r}", value
-    if kind is int:
-        if isinstance(value, float) and not value.is_integer():
-            return f"must be a whole number, got {value!r}", value
-        value = int(value)
-    if not low <= value <= high:
-        return f"must be between {low:g} and {high:g}, got {value!r}", value
-    return None, float(value) if kind is float else value
-
-
 # --- the result -----------------------------------------------------------------------------------
 
 
 @dataclass
-class Decision:
+class Decision(Report):
     decision: str
     reasons: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"decision": self.decision, "reasons": list(self.reasons)}
 
 
 @dataclass
@@ -547,22 +439,9 @@ def render_block(selected: list[RecallCandidate], now: datetime) -> str:
 def record_recall(result: RecallResult, *, actor: str) -> int:
     """Bump access_count/accessed_at of the memories an agent was given, with a `recalled` event each."""
     ids = [rc.found.memory.pk for rc in result.selected]
-    if not ids:
-        return 0
-    now = timezone.now()
-    with transaction.atomic():
-        bumped = Memory.objects.active().filter(pk__in=ids).update(access_count=F("access_count") + 1, accessed_at=now)
-        MemoryEvent.objects.bulk_create(
-            MemoryEvent(
-                memory_id=pk,
-                action=MemoryEvent.Action.RECALLED,
-                actor=actor,
-                reason=f"recalled for {result.query[:200]!r} ({result.mode})",
-                created_at=now,
-            )
-            for pk in ids
-        )
-    return bumped
+    return Memory.objects.record_recalled(
+        ids, actor=actor, reason=f"recalled for {result.query[:200]!r} ({result.mode})"
+    )
 
 
 # --- why not recalled? ----------------------------------------------------------------------------
@@ -621,9 +500,6 @@ def why_not(result: RecallResult, memory_id) -> list[tuple[str, str]]:
 
 def _not_retrieved(result: RecallResult, memory: Memory) -> str:
     """Why retrieval missed a memory: how close it was to the last candidate of each retriever."""
-    from recall.embeddings import EmbedderUnavailable, get_embedder
-    from recall.lexical import tokenize
-
     knobs = result.settings.retrieval
     parts = [f"it is in neither the vector top {knobs.vector_k} nor the BM25 top {knobs.bm25_k} for this query"]
     scores = [rc.found.candidate.vector_score for rc in result.candidates if rc.found.candidate.vector_score]

@@ -1,14 +1,16 @@
 """The model selector: an LLM, behind any OpenAI-compatible endpoint, picks which candidates to recall.
 
 It sees headers only (id, kind, tier, age, first line), the query and the recently used tools,
-never whole memories: it chooses, it does not read. Its answer must be JSON of one exact shape,
+never whole memories: it chooses, it does not read. Its answer must validate against `ANSWER`,
 
     {"selected": [{"id": "<a candidate id>", "reason": "<why, a few words>"}, ...]}
 
-and anything else (not JSON, other keys, an id that was not offered) is refused with a reason,
-so that the caller falls back to the heuristic. The call has a latency budget: past it the
-caller gets `SelectorFailed("timeout", ...)` at once and the request is abandoned in a worker
-thread (its HTTP timeout is the same budget, so the thread ends soon after).
+sent to the endpoint as a strict structured output (memoryui.llm) and checked on return, and
+every id must be one that was offered. Anything else (not JSON, other keys, an id that was not
+offered) is refused with a reason naming the first error's JSON path, so that the caller falls
+back to the heuristic. The call has a latency budget: past it the caller gets
+`SelectorFailed("timeout", ...)` at once and the request is abandoned in a worker thread (its
+HTTP timeout is the same budget, so the thread ends soon after).
 
 The caller (recall.pipeline) post-filters the selection with the deterministic active-tool
 filter: the instructions below ask the model to skip the same memories, but the protection
@@ -28,10 +30,31 @@ from django.conf import settings
 
 from memoryui import llm
 from memoryui.llm import LLMEndpoint
+from memoryui.reports import Report
 
 FIRST_LINE_CHARS = 160
 MAX_REASON_CHARS = 200
 MAX_ANSWER_CHARS = 20_000  # kept in the trace: enough for any valid answer
+
+ANSWER = llm.AnswerSchema(
+    "selection",
+    {
+        "type": "object",
+        "properties": {
+            "selected": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+                    "required": ["id"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["selected"],
+        "additionalProperties": False,
+    },
+)
 
 INSTRUCTIONS = """\
 You choose which stored memories an AI agent should see for its current turn.
@@ -54,7 +77,7 @@ Use only ids from the candidates."""
 
 
 @dataclass(frozen=True)
-class Header:
+class Header(Report):
     """What the selector sees of one candidate."""
 
     id: str
@@ -62,9 +85,6 @@ class Header:
     tier: str
     age: str
     first_line: str
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "tier": self.tier, "age": self.age, "first_line": self.first_line}
 
 
 @dataclass
@@ -124,38 +144,28 @@ def parse_answer(raw: str, candidate_ids: list[str], limit: int) -> tuple[list[s
     """Validate the model's answer: (ids best first, reasons by id, notices), or SelectorFailed.
 
     A single ```json fence around the object is tolerated (models add it unasked); the shape
-    inside is strict. More than `limit` picks are cut to the limit and a repeated id counts
-    once, both with a notice: the answer is still usable.
+    inside is `ANSWER`'s, and every id one of the candidates. More than `limit` picks are cut to
+    the limit and a repeated id counts once, both with a notice: the answer is still usable.
     """
-    text = llm.strip_fence(raw)
     try:
-        answer = json.loads(text)
-    except ValueError as exc:
-        raise SelectorFailed("invalid_json", f"the answer is not JSON ({exc.msg} at character {exc.pos})") from None
-    if not isinstance(answer, dict) or set(answer) != {"selected"}:
-        keys = ", ".join(sorted(map(str, answer))) if isinstance(answer, dict) else type(answer).__name__
-        raise SelectorFailed("invalid_answer", f'expected an object with the one key "selected", got {keys}')
-    picks = answer["selected"]
-    if not isinstance(picks, list):
-        raise SelectorFailed("invalid_answer", f'"selected" must be a list, got {type(picks).__name__}')
+        answer = ANSWER.parse(raw)
+    except llm.AnswerRejected as exc:
+        raise SelectorFailed(exc.code, str(exc)) from None
     offered = set(candidate_ids)
     ids: list[str] = []
     reasons: dict[str, str] = {}
     notices: list[str] = []
-    for position, pick in enumerate(picks):
-        where = f"selected[{position}]"
-        if not isinstance(pick, dict) or "id" not in pick or not set(pick) <= {"id", "reason"}:
-            raise SelectorFailed("invalid_answer", f'{where} must be an object with "id" and optionally "reason"')
-        pick_id, reason = pick["id"], pick.get("reason", "")
-        if not isinstance(pick_id, str) or not isinstance(reason, str):
-            raise SelectorFailed("invalid_answer", f'{where}: "id" and "reason" must be strings')
+    for position, pick in enumerate(answer["selected"]):
+        pick_id = pick["id"]
         if pick_id not in offered:
-            raise SelectorFailed("invalid_answer", f"{where}: {pick_id[:64]!r} is not one of the candidates")
+            raise SelectorFailed(
+                "invalid_answer", f"$.selected[{position}].id: {pick_id[:64]!r} is not one of the candidates"
+            )
         if pick_id in reasons:
             notices.append(f"the selector picked {pick_id} twice; counted once")
             continue
         ids.append(pick_id)
-        reasons[pick_id] = " ".join(reason.split())[:MAX_REASON_CHARS]
+        reasons[pick_id] = " ".join(pick.get("reason", "").split())[:MAX_REASON_CHARS]
     if len(ids) > limit:
         notices.append(f"the selector picked {len(ids)} memories; the first {limit} are kept")
         ids = ids[:limit]
@@ -220,7 +230,8 @@ def start(
         raise SelectorFailed("not_configured", llm.NOT_CONFIGURED)
     client = llm.client(config)
     started = time.perf_counter()
-    future = _executor().submit(llm.complete_json, client, config, build_messages(query, headers, tools, limit))
+    messages = build_messages(query, headers, tools, limit)
+    future = _executor().submit(llm.complete_json, client, config, messages, ANSWER)
     return PendingSelection(future, headers, limit, config, started)
 
 

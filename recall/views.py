@@ -18,26 +18,18 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from memoryui import web
 from memoryui.models import Memory
-from memoryui.views import (
-    _actor,
-    _alert,
-    _fragment,
-    _load,
-    _render,
-    _scope_choices,
-    _wants_fragment,
-    login_required_htmx,
-)
 from recall import golden
 from recall.calibration import MIN_ANSWERABLE, MIN_QUERIES, MIN_UNANSWERABLE
-from recall.documents import IndexUnavailable
-from recall.embeddings import EmbedderUnavailable, get_embedder
 from recall.forms import CalibrateForm, GoldenQueryForm, GoldenRunForm, GoldenSetForm, PlaygroundForm, ProfileForm
+from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
-from recall.pipeline import RecallSettings, recall, why_not
-from recall.search import SearchError
+from recall.pipeline import recall, why_not
 from recall.tasks import enqueue_calibration
+from searchindex.documents import IndexUnavailable
+from searchindex.embeddings import EmbedderUnavailable, get_embedder
+from searchindex.search import SearchError
 
 TRACE_SALT = "recall.playground.trace"
 TRACE_PAGE_SIZE = 50
@@ -64,7 +56,7 @@ def _playground_panel(form: PlaygroundForm) -> dict:
         )  # fmt: skip
 
     try:
-        result, panel["unavailable"] = _load(run)
+        result, panel["unavailable"] = web.load(run)
     except SearchError as exc:
         panel["invalid"] = [f"{'query' if exc.field == 'q' else exc.field}: {exc}"]
         return panel
@@ -90,15 +82,15 @@ def _without_why(form: PlaygroundForm) -> str:
     return urlencode({name: value for name, value in params.items() if value})
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_GET
 def playground(request: HttpRequest) -> HttpResponse:
     form = PlaygroundForm(request.GET if "q" in request.GET else None, initial=_playground_initial())
     panel = _playground_panel(form)
-    if _wants_fragment(request):
-        return _fragment(request, "recall/partials/playground_result.html", panel)
-    context = {"form": form, "panel": panel, "scopes": _scope_choices()}
-    return _render(request, "recall/playground.html", context, status=400 if panel["invalid"] else 200)
+    if web.wants_fragment(request):
+        return web.fragment(request, "recall/partials/playground_result.html", panel)
+    context = {"form": form, "panel": panel, "scopes": web.scope_choices()}
+    return web.render(request, "recall/playground.html", context, status=400 if panel["invalid"] else 200)
 
 
 def _playground_initial() -> dict:
@@ -106,21 +98,23 @@ def _playground_initial() -> dict:
     return {"scope": scopes[0] if scopes else "agent:main", "profile": DEFAULT_PROFILE}
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def trace_save(request: HttpRequest) -> HttpResponse:
     """Save a playground run as a trace, exactly as it was shown."""
     try:
         payload = signing.loads(request.POST.get("payload", ""), salt=TRACE_SALT)
     except signing.BadSignature:
-        return _alert(request, status=400, state="invalid", invalid=["This run cannot be saved: run the recall again."])
+        return web.alert(
+            request, status=400, state="invalid", invalid=["This run cannot be saved: run the recall again."]
+        )
     profile = RecallProfile.objects.filter(pk=payload.get("profile")).first()
     note = request.POST.get("note", "").strip()[:2000]
     trace = RecallTrace.create_from(
-        payload["fields"], source="playground", actor=_actor(request), profile=profile, note=note
+        payload["fields"], source="playground", actor=web.actor(request), profile=profile, note=note
     )
     url = trace.get_absolute_url()
-    if _wants_fragment(request):
+    if web.wants_fragment(request):
         return HttpResponseClientRedirect(url)
     messages.success(request, "Trace saved.")
     return redirect(url)
@@ -129,7 +123,7 @@ def trace_save(request: HttpRequest) -> HttpResponse:
 # --- traces -------------------------------------------------------------------------------------
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_GET
 def trace_list(request: HttpRequest) -> HttpResponse:
     traces = RecallTrace.objects.defer("result", "knobs")
@@ -140,10 +134,10 @@ def trace_list(request: HttpRequest) -> HttpResponse:
         traces = traces.filter(source=source)
     page = Paginator(traces, TRACE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"page": page, "scope": scope, "source": source, "sources": RecallTrace.Source.values}
-    return _render(request, "recall/trace_list.html", context)
+    return web.render(request, "recall/trace_list.html", context)
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_GET
 def trace_detail(request: HttpRequest, pk) -> HttpResponse:
     trace = get_object_or_404(RecallTrace, pk=pk)
@@ -151,13 +145,13 @@ def trace_detail(request: HttpRequest, pk) -> HttpResponse:
     if trace.profile_id:
         rerun["profile"] = trace.profile.name
     context = {"trace": trace, "run": trace.result, "rerun": rerun}
-    return _render(request, "recall/trace_detail.html", context)
+    return web.render(request, "recall/trace_detail.html", context)
 
 
 # --- profiles -----------------------------------------------------------------------------------
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_GET
 def profile_list(request: HttpRequest) -> HttpResponse:
     RecallProfile.objects.resolve(DEFAULT_PROFILE)
@@ -173,10 +167,10 @@ def profile_list(request: HttpRequest) -> HttpResponse:
     else:
         problem = None
     context = {"profiles": profiles, "active_embedder": embedder, "embedder_problem": problem}
-    return _render(request, "recall/profile_list.html", context)
+    return web.render(request, "recall/profile_list.html", context)
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_http_methods(["GET", "POST"])
 def profile_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     profile = get_object_or_404(RecallProfile, name=name) if name else RecallProfile()
@@ -186,13 +180,13 @@ def profile_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
         messages.success(request, f"Profile {saved.name} saved.")
         return redirect("recall:profile_list")
     status = 400 if request.method == "POST" else 200
-    return _render(request, "recall/profile_form.html", {"form": form, "profile": profile}, status=status)
+    return web.render(request, "recall/profile_form.html", {"form": form, "profile": profile}, status=status)
 
 
 # --- golden sets --------------------------------------------------------------------------------
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_http_methods(["GET", "POST"])
 def golden_list(request: HttpRequest) -> HttpResponse:
     form = GoldenSetForm(request.POST or None)
@@ -201,11 +195,11 @@ def golden_list(request: HttpRequest) -> HttpResponse:
         return redirect(golden_set)
     sets = GoldenSet.objects.all()
     status = 400 if request.method == "POST" else 200
-    context = {"sets": sets, "form": form, "scopes": _scope_choices()}
-    return _render(request, "recall/golden_list.html", context, status=status)
+    context = {"sets": sets, "form": form, "scopes": web.scope_choices()}
+    return web.render(request, "recall/golden_list.html", context, status=status)
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_http_methods(["GET", "POST"])
 def golden_detail(request: HttpRequest, pk: int) -> HttpResponse:
     golden_set = get_object_or_404(GoldenSet, pk=pk)
@@ -222,7 +216,7 @@ def golden_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "calibrate_form": CalibrateForm(initial={"profile": DEFAULT_PROFILE, "save_as": _calibrated_name(golden_set)}),
         **_calibration_size(golden_set),
     }
-    return _render(request, "recall/golden_detail.html", context, status=400 if request.method == "POST" else 200)
+    return web.render(request, "recall/golden_detail.html", context, status=400 if request.method == "POST" else 200)
 
 
 def _calibrated_name(golden_set: GoldenSet) -> str:
@@ -243,7 +237,7 @@ def _calibration_size(golden_set: GoldenSet) -> dict:
     return {"calibration_missing": missing, "calibration_minimum": (MIN_QUERIES, MIN_ANSWERABLE, MIN_UNANSWERABLE)}
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def golden_calibrate(request: HttpRequest, pk: int) -> HttpResponse:
     """Queue a calibration of the set's knobs; the task page follows it, the profile holds the result."""
@@ -268,7 +262,7 @@ def golden_calibrate(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(run.get_absolute_url())
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_POST
 def golden_query_delete(request: HttpRequest, pk: int, query_pk: int) -> HttpResponse:
     query = get_object_or_404(GoldenQuery, pk=query_pk, golden_set_id=pk)
@@ -277,7 +271,7 @@ def golden_query_delete(request: HttpRequest, pk: int, query_pk: int) -> HttpRes
     return redirect(reverse("recall:golden_detail", args=[pk]))
 
 
-@login_required_htmx
+@web.login_required_htmx
 @require_GET
 def golden_run(request: HttpRequest, pk: int) -> HttpResponse:
     """Run the set against profile A (and compare with B): metrics, and per query what moved."""
@@ -291,8 +285,8 @@ def golden_run(request: HttpRequest, pk: int) -> HttpResponse:
             panel.update(_golden_run(golden_set, form.cleaned_data["a"], form.cleaned_data.get("b")))
         except IndexUnavailable as exc:
             panel["unavailable"] = {"backend": f"{exc.index} index", "status": 503, "message": str(exc)}
-    if _wants_fragment(request):
-        return _fragment(request, "recall/partials/golden_run.html", panel)
+    if web.wants_fragment(request):
+        return web.fragment(request, "recall/partials/golden_run.html", panel)
     context = {
         "golden_set": golden_set,
         "queries": golden_set.queries.all(),
@@ -302,7 +296,7 @@ def golden_run(request: HttpRequest, pk: int) -> HttpResponse:
         "calibrate_form": CalibrateForm(initial={"profile": DEFAULT_PROFILE, "save_as": _calibrated_name(golden_set)}),
         **_calibration_size(golden_set),
     }
-    return _render(request, "recall/golden_detail.html", context, status=400 if panel["invalid"] else 200)
+    return web.render(request, "recall/golden_detail.html", context, status=400 if panel["invalid"] else 200)
 
 
 def _golden_run(golden_set: GoldenSet, a: str, b: str | None) -> dict:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from memoryui import writing
 from memoryui.models import ApiToken, Memory
-from recall import index
+from searchindex import indexes as search_indexes
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def make_memory():
     def make(text: str = "The user prefers short answers.", **fields) -> Memory:
         fields.setdefault("scope", "agent:main")
         fields.setdefault("kind", "preference")
-        memory, _ = Memory.objects.write(actor="test", text=text, **fields)
+        memory, _ = writing.write(actor="test", text=text, **fields)
         return memory
 
     return make
@@ -79,13 +80,13 @@ def _tasks_inline_and_indexes_in_a_temp_dir(tmp_path_factory):
     from django.conf import settings
 
     from memoryui.celery import app
-    from recall import index
+    from searchindex import indexes as search_indexes
 
     app.conf.task_always_eager = True
     settings.MEMORYUI_INDEX_DIR = tmp_path_factory.mktemp("index")
-    index.close_indexes()
+    search_indexes.close_indexes()
     yield
-    index.close_indexes()
+    search_indexes.close_indexes()
 
 
 @pytest.fixture
@@ -93,9 +94,9 @@ def indexes(settings, tmp_path):
     """Fresh, empty indexes in this test's own directory."""
     settings.MEMORYUI_INDEX_DIR = tmp_path / "index"
     settings.CHROMA_URL = ""
-    index.close_indexes()
+    search_indexes.close_indexes()
     yield tmp_path / "index"
-    index.close_indexes()
+    search_indexes.close_indexes()
 
 
 @pytest.fixture

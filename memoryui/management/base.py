@@ -6,6 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memoryui import rules
+
 
 class ReportingCommand(BaseCommand):
     """Print the result with `report()`; raise CommandError to fail.
@@ -16,8 +18,6 @@ class ReportingCommand(BaseCommand):
 
     def scope_option(self, raw: str) -> str:
         """The normalized --scope, or a CommandError saying why it is not a scope."""
-        from memoryui import rules
-
         try:
             return rules.normalize_scope(raw)
         except rules.ScopeError as exc:

@@ -13,15 +13,13 @@ from decimal import ROUND_HALF_UP, Decimal
 from django import template
 from django.utils import timezone
 
+from memoryui.text import shorten
+
 register = template.Library()
 TWO_PLACES = Decimal("0.01")
 
 
-@register.filter
-def shorten(text: str, length: int) -> str:
-    """Cut to `length` characters, ending with an ellipsis when cut."""
-    text = text or ""
-    return text if len(text) <= length else text[: max(length - 1, 0)] + "…"
+register.filter("shorten", shorten)
 
 
 @register.filter

@@ -7,7 +7,7 @@ from django.db import OperationalError
 from playwright.sync_api import expect
 
 from memoryui.models import IndexOutbox, Memory, MemoryQuerySet
-from recall import index
+from searchindex import indexes as search_indexes
 
 pytestmark = pytest.mark.e2e
 
@@ -68,8 +68,8 @@ def test_index_health_verify_then_repair_in_the_browser(signed_in, live_server, 
     page = signed_in
     make_memory("Deploys go out on Fridays.", kind="procedure")  # committed and indexed (tasks run inline)
     lost = make_memory("Escalate ata outages to the on-call lead.", kind="procedure")
-    index.get_index("vector").delete([str(lost.pk)])  # the index write that a crash lost
-    index.get_index("bm25").delete([str(lost.pk)])
+    search_indexes.get_index("vector").delete([str(lost.pk)])  # the index write that a crash lost
+    search_indexes.get_index("bm25").delete([str(lost.pk)])
     IndexOutbox.objects.all().delete()
 
     page.goto(f"{live_server.url}/")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recall.embeddings import Embedder
+from searchindex.embeddings import Embedder
 from tests.fakes.openai_server import fake_embedding
 
 

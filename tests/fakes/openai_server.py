@@ -13,6 +13,10 @@ Routes: `POST /v1/embeddings` (deterministic vectors from a hash of each text, s
 `chat_replies` (a string, or a callable given the request body and returning one), else
 `chat_reply`. A new route is one `_route_<name>` method plus an entry in `ROUTES`.
 
+`accepts_json_schema = False` makes it an endpoint without structured outputs: a chat request
+with `response_format` of type `json_schema` gets the HTTP 400 such servers answer, naming the
+parameter. Every request's path, headers and JSON body are kept in `requests`.
+
 The server runs on 127.0.0.1, port 0, in a daemon thread; leaving the `with` block wakes
 any stalled handler and shuts the server down, so a test can never hang on it.
 """
@@ -55,6 +59,7 @@ class FakeOpenAIServer:
         self.chat_replies: list = []  # the next chat answers (str, or callable(body) -> str), consumed first
         self.chat_reply: str = '{"selected": []}'
         self.requests: list[dict] = []  # {"path", "headers" (lower-case names), "body"} of every request
+        self.accepts_json_schema = True  # False: a json_schema response_format gets an HTTP 400
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -117,6 +122,13 @@ class FakeOpenAIServer:
             return self._send(handler, 404, {"error": {"message": f"no route {handler.path}", "type": "not_found"}})
         if body is None:
             return self._send(handler, 400, {"error": {"message": "body is not JSON", "type": "invalid_request"}})
+        if not self.accepts_json_schema and (body.get("response_format") or {}).get("type") == "json_schema":
+            refusal = {
+                "message": "Invalid parameter: 'response_format' of type 'json_schema' is not supported.",
+                "type": "invalid_request_error",
+                "param": "response_format",
+            }
+            return self._send(handler, 400, {"error": refusal})
         mode = self._next_mode()
         # A stall answers normally after stall_seconds, unless the test ends first.
         if mode == "stall" and self._stop.wait(self.stall_seconds):

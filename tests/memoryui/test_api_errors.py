@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from memoryui import api
+from memoryui.filters import MemoryFilterSet
 from memoryui.models import Memory, MemoryEvent
 
 pytestmark = pytest.mark.django_db
@@ -158,10 +158,10 @@ def test_a_bad_list_filter_is_a_400_naming_the_parameter(alice_client, params, f
 
 
 def test_an_unexpected_exception_is_a_500_json_body_not_an_html_page(alice, monkeypatch):
-    def explode(queryset, params):
+    def explode(filterset, queryset):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(api, "filter_memories", explode)
+    monkeypatch.setattr(MemoryFilterSet, "filter_queryset", explode)
     browser = Client(raise_request_exception=False)
     browser.force_login(alice)
     accept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"  # a browser's

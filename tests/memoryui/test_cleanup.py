@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memoryui import cleanup, demo, extraction, jsonl, undo
-from memoryui import extraction_rules as rules_l0
+from memoryui.extraction.guards import internal_fingerprint
 from memoryui.models import Memory, MemoryEvent
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def test_applying_every_step_leaves_only_typed_knowledge_and_uncertain_leftovers
 
     active = list(Memory.objects.active().filter(scope=MAIN))
     for memory in active:
-        assert rules_l0.internal_fingerprint(memory.text) is None, memory.text
+        assert internal_fingerprint(memory.text) is None, memory.text
         assert extraction.not_knowledge(memory.text, None) is None, memory.text  # no chit-chat, no question
     texts = [m.text for m in active]
     for repeated in demo.POLLUTED_DUPLICATES:

@@ -49,6 +49,29 @@ def test_a_pair_the_judge_calls_a_duplicate_merges_and_the_event_records_its_ver
     assert "judged a duplicate by judge-model: Both say the user wants brief answers." in event.reason
     [request] = asked(judge)
     assert STORED in request["body"]["messages"][1]["content"] and INCOMING in request["body"]["messages"][1]["content"]
+    verdict = request["body"]["response_format"]["json_schema"]
+    assert (request["body"]["response_format"]["type"], verdict["name"], verdict["strict"]) == (
+        "json_schema",
+        "verdict",
+        True,
+    )
+    assert verdict["schema"]["required"] == ["duplicate", "reason"]
+
+
+def test_an_endpoint_refusing_the_structured_output_is_asked_with_the_prompt_alone(judge, write, settings):
+    settings.MEMORYUI_LLM_MODEL = "judge-model-without-structured-outputs"  # refusals are remembered per model
+    judge.accepts_json_schema = False
+    first = write(STORED, kind="preference")
+    judge.chat_reply = json.dumps({"duplicate": True, "reason": "Both say the user wants brief answers."})
+
+    again = write(INCOMING, kind="preference")
+
+    assert again.pk == first.pk
+    assert [r["body"].get("response_format", {}).get("type") for r in asked(judge)] == ["json_schema", None]
+    assert (
+        "judged a duplicate by judge-model-without-structured-outputs"
+        in MemoryEvent.objects.get(memory=first, action="merged").reason
+    )
 
 
 def test_a_pair_the_judge_calls_distinct_is_inserted_and_the_created_event_says_why(judge, write):
@@ -64,7 +87,15 @@ def test_a_pair_the_judge_calls_distinct_is_inserted_and_the_created_event_says_
 
 @pytest.mark.parametrize(
     ("reply", "why"),
-    [("not json at all", "judge answer rejected: not JSON"), ('{"duplicate": "yes"}', "judge answer rejected")],
+    [
+        ("not json at all", "judge answer rejected: not JSON"),
+        (
+            '{"duplicate": "yes", "reason": "Same."}',
+            "judge answer rejected: $.duplicate: 'yes' is not of type 'boolean'",
+        ),
+        ('{"duplicate": "yes"}', "judge answer rejected: $: 'reason' is a required property"),
+        ('{"duplicate": true, "reason": ""}', "judge answer rejected: $.reason: '' should be non-empty"),
+    ],
 )
 def test_an_invalid_answer_inserts_and_says_the_answer_was_rejected(judge, write, reply, why):
     write(STORED, kind="preference")

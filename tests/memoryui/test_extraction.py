@@ -14,7 +14,7 @@ from memoryui.ingestion import ingest
 from memoryui.models import Memory, MemoryEvent, Message, TaskRun, Transcript
 from memoryui.tasks import extract_transcript
 from recall.pipeline import recall
-from recall.search import search
+from searchindex.search import search
 
 pytestmark = pytest.mark.django_db
 

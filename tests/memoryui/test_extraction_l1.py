@@ -1,5 +1,7 @@
 """The L1 extractor against an OpenAI-compatible server of our own: good answers written through the
-write path, every invalid answer rejected with its reason recorded, the tool guard on its output."""
+write path, asked for as a strict structured output (the prompt alone where the endpoint refuses
+that), every invalid answer rejected with its reason and JSON path recorded, the tool guard on its
+output."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import pytest
 
 from memoryui.extraction import extract
-from memoryui.extraction_l1 import L1Failed, parse_answer
+from memoryui.extraction.l1 import ANSWER, KINDS, L1Failed, parse_answer
 from memoryui.ingestion import ingest
 from memoryui.models import Memory
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -58,25 +60,77 @@ def test_l1_is_only_asked_about_turns_l0_found_nothing_in_unless_always(server):
     assert len(server.requests) == 1
 
 
+def test_the_answer_is_asked_for_as_a_strict_structured_output(server):
+    server.chat_replies = [answer({"kind": "fact", "text": "支付服务下周三迁到新机房。", "confidence": 0.8})]
+    run(MIGRATION)
+    [request] = server.requests
+    schema = request["body"]["response_format"]["json_schema"]
+    assert request["body"]["response_format"]["type"] == "json_schema"
+    assert (schema["name"], schema["strict"]) == ("memories", True)
+    item = schema["schema"]["properties"]["memories"]["items"]
+    assert item["required"] == ["kind", "text", "confidence", "entity_key"]  # strict: every property, nullable
+    assert item["properties"]["kind"]["enum"] == list(KINDS) and item["additionalProperties"] is False
+    assert Memory.objects.get().source == "extractor:l1"
+
+
+def test_an_endpoint_refusing_the_structured_output_is_asked_with_the_prompt_alone_from_then_on(server, settings):
+    # Refusals are remembered per base URL and model: a model of its own keeps this one from
+    # reaching a later test whose server happens to get the same port.
+    settings.MEMORYUI_LLM_MODEL = "fake-extractor-without-structured-outputs"
+    server.accepts_json_schema = False
+    server.chat_replies = [
+        answer({"kind": "fact", "text": "支付服务下周三迁到新机房。", "confidence": 0.8}),
+        answer({"kind": "procedure", "text": "数据库每周日凌晨备份。", "confidence": 0.8}),
+    ]
+    run(MIGRATION)
+    assert [r["body"].get("response_format", {}).get("type") for r in server.requests] == ["json_schema", None]
+    assert Memory.objects.get().source == "extractor:l1"
+    run("我们的数据库在上海机房,每周日凌晨备份")
+    assert len(server.requests) == 3 and "response_format" not in server.requests[-1]["body"]  # remembered
+    assert sorted(Memory.objects.values_list("kind", flat=True)) == ["fact", "procedure"]
+
+
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
-        ("Sure, here are the memories!", "invalid json"),
-        (json.dumps({"facts": []}), 'expected {"memories": [...]}'),
-        (answer({"kind": "note", "text": "x", "confidence": 0.5}), "kind 'note' is not one of"),
-        (answer({"kind": "fact", "text": "x", "confidence": 1.5}), "confidence must be a number from 0 to 1"),
-        (answer({"kind": "fact", "text": "x", "confidence": 0.5, "source": "me"}), "must have kind, text"),
-        (answer({"kind": "entity", "text": "x", "confidence": 0.9, "entity_key": "no colon"}), "is not type:value"),
+        ("Sure, here are the memories!", "invalid json: the answer is not JSON (Expecting value at character 0)"),
+        (json.dumps({"facts": []}), "invalid answer: $: 'memories' is a required property"),
+        (
+            answer({"kind": "xyz", "text": "x", "confidence": 0.5}),
+            f"invalid answer: $.memories[0].kind: 'xyz' is not one of {list(KINDS)!r}",
+        ),
+        (
+            answer({"kind": "fact", "text": "x", "confidence": 0.5}, {"kind": "note", "text": "x", "confidence": 0.5}),
+            f"invalid answer: $.memories[1].kind: 'note' is not one of {list(KINDS)!r}",
+        ),
+        (
+            answer({"kind": "fact", "text": "x", "confidence": 1.5}),
+            "invalid answer: $.memories[0].confidence: 1.5 is greater than the maximum of 1",
+        ),
+        (
+            answer({"kind": "fact", "text": "x", "confidence": True}),
+            "invalid answer: $.memories[0].confidence: True is not of type 'number'",
+        ),
+        (
+            answer({"kind": "fact", "text": "x", "confidence": 0.5, "source": "me"}),
+            "invalid answer: $.memories[0]: Additional properties are not allowed ('source' was unexpected)",
+        ),
+        (
+            answer({"kind": "fact", "text": "  ", "confidence": 0.5}),
+            "invalid answer: $.memories[0].text: '  ' does not match '\\\\S'",
+        ),
+        (
+            answer({"kind": "entity", "text": "x", "confidence": 0.9, "entity_key": "no colon"}),
+            "invalid answer: $.memories[0].entity_key: 'no colon' is not type:value",
+        ),
     ],
 )
-def test_an_invalid_answer_is_rejected_whole_and_the_reason_recorded(server, reply, reason):
+def test_an_invalid_answer_is_rejected_whole_and_the_reason_names_its_path(server, reply, reason):
     server.chat_replies = [reply]
     report = run(MIGRATION)
     assert not Memory.objects.exists()
     [outcome] = report.outcomes
-    assert (
-        outcome.action == "skipped" and outcome.reason.startswith("L1 answer rejected: ") and reason in outcome.reason
-    )
+    assert (outcome.action, outcome.reason) == ("skipped", f"L1 answer rejected: {reason}")
 
 
 def test_a_failing_endpoint_is_recorded_and_nothing_is_written(server):
@@ -120,5 +174,9 @@ def test_parse_answer_accepts_a_fenced_answer_and_normalizes_keys():
         '"entity_key": "NAME:bob"}]}\n```'
     )
     assert (fact.kind, fact.text, fact.entity_key, fact.confidence) == ("entity", "Name is Bob", "name:bob", 1.0)
-    with pytest.raises(L1Failed, match="at most 10"):
+    [fact] = parse_answer(answer({"kind": "fact", "text": "x", "confidence": 0.5, "entity_key": None}))
+    assert fact.entity_key is None  # what a strict structured output gives for "no key"
+    with pytest.raises(L1Failed) as rejected:
         parse_answer(answer(*[{"kind": "fact", "text": "x", "confidence": 0.5}] * 11))
+    assert str(rejected.value) == "invalid answer: $.memories: [… 11 items] is too long"
+    assert ANSWER.schema["properties"]["memories"]["maxItems"] == 10

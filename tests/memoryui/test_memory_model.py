@@ -138,19 +138,6 @@ def test_stats_always_hold_every_kind_and_tier(make_memory):
     assert Memory.objects.filter(scope="agent:other").stats()["total"] == 0
 
 
-def test_matching_combines_the_list_filters(make_memory):
-    wanted = make_memory("Runs 1000 RTX 4070s in an IDC", kind="fact")
-    make_memory("Runs 1000 RTX 4070s in an IDC", kind="fact", scope="agent:other")
-    make_memory("Prefers tea", kind="preference")
-    gone = make_memory("Old GPU count: 500 RTX 4070s", kind="fact")
-    gone.tombstone("outdated", actor="test")
-    found = Memory.objects.matching(scope="agent:main", kind="fact", text="rtx")
-    assert list(found) == [wanted]
-    assert set(Memory.objects.matching(status="all", scope="agent:main", text="RTX")) == {wanted, gone}
-    assert list(Memory.objects.matching(status="tombstoned")) == [gone]
-    assert not Memory.objects.matching(pinned=True).exists()
-
-
 def test_apply_action_runs_each_bulk_action_by_name(make_memory):
     memory = make_memory("Deploys go out on Fridays", kind="fact")
     assert memory.apply_action("pin", actor="test")

@@ -95,11 +95,22 @@ def test_an_in_flight_round_is_never_rolled_up(server):
     assert result.rounds == (1, 1)
 
 
+def test_the_summary_is_asked_for_as_a_structured_output_of_its_schema(server):
+    server.chat_replies = [json.dumps({"summary": "用户在迁移支付服务。"}, ensure_ascii=False)]
+    result = rollup(post(rounds(5)))
+    assert result.written is not None
+    sent = server.requests[-1]["body"]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "summary"
+    assert sent["json_schema"]["schema"]["required"] == ["summary"]
+
+
 @pytest.mark.parametrize(
     ("mode", "reply", "reason"),
     [
         ("good", "not json at all", "the model's answer is not JSON"),
-        ("good", json.dumps({"text": "x"}), 'not {"summary": "..."}'),
+        ("good", json.dumps({"text": "x"}), 'not {"summary": "..."}: $: \'summary\' is a required property'),
+        ("good", json.dumps({"summary": "x" * 3001}), 'not {"summary": "..."}: $.summary: '),
+        ("good", json.dumps({"summary": "   "}), "the summary is empty"),
         ("http_500", None, "the model failed (HTTP 500"),
     ],
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memoryui.models import IndexCheck, IndexOutbox
-from recall import index
-from recall.embeddings import clear_embedder_cache
+from searchindex import indexes as search_indexes
+from searchindex.embeddings import clear_embedder_cache
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +51,7 @@ def test_a_lost_index_write_shows_as_pending_then_verify_finds_it_and_repair_fix
     repaired = alice_client.post("/indexes/repair/", headers=HTMX).content.decode()
     assert "Repair finished." in repaired and 'data-index-ok="yes"' in repaired
     assert not IndexOutbox.objects.exists()
-    assert str(lost.pk) in index.get_index("bm25").entries()
+    assert str(lost.pk) in search_indexes.get_index("bm25").entries()
     assert IndexCheck.objects.filter(action="repair", ok=True).exists()
 
 
@@ -78,7 +78,7 @@ def test_switching_the_embedding_model_offers_a_rebuild_that_moves_the_vector_in
         settings.MEMORYUI_LLM_BASE_URL = server.base_url
         settings.MEMORYUI_LLM_API_KEY = "test-key"
         clear_embedder_cache()
-        index.close_indexes()
+        search_indexes.close_indexes()
         try:
             html = panel(alice_client)
             assert "data-mismatch" in html and "The embedding model changed." in html
@@ -88,8 +88,8 @@ def test_switching_the_embedding_model_offers_a_rebuild_that_moves_the_vector_in
 
             rebuilt = alice_client.post("/indexes/rebuild/", headers=HTMX).content.decode()
             assert "Rebuild finished." in rebuilt and "data-mismatch" not in rebuilt
-            assert index.get_index("vector").entries().keys() == {str(memory.pk)}
+            assert search_indexes.get_index("vector").entries().keys() == {str(memory.pk)}
             assert server.requests, "the new model embedded the memory"
         finally:
             clear_embedder_cache()
-            index.close_indexes()
+            search_indexes.close_indexes()

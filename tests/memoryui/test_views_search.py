@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from memoryui.models import IndexOutbox
-from recall import index
+from searchindex import indexes as search_indexes
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +96,7 @@ def test_a_down_vector_server_degrades_the_search_and_both_down_is_the_unavailab
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         settings.CHROMA_URL = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    index.close_indexes()
+    search_indexes.close_indexes()
     html = html_of(alice_client.get("/memories/", {"q": "18600000000"}))
     assert "vector index unavailable, answered from BM25 alone" in html
     assert "The user&#x27;s phone number is 18600000000." in html
@@ -104,7 +104,7 @@ def test_a_down_vector_server_degrades_the_search_and_both_down_is_the_unavailab
     broken = tmp_path / "not-a-directory"
     broken.write_text("x")
     settings.MEMORYUI_INDEX_DIR = broken
-    index.close_indexes()
+    search_indexes.close_indexes()
     response = alice_client.get("/memories/", {"q": "18600000000"}, headers=HTMX)
     assert response.status_code == 503 and response["X-Memoryui-State"] == "unavailable"
     assert "search index" in html_of(response)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from recall.golden import import_labelled, labelled_id, read_labelled
-from recall.search import search
+from searchindex.search import search
 
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 

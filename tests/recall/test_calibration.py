@@ -14,12 +14,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from memoryui.models import Memory, TaskRun
-from recall import embeddings
-from recall.anchors import anchor_spread
-from recall.fusion import RetrievalSettings
 from recall.golden import LabelledSetError, import_labelled
-from recall.knobs import REFERENCE_SPREAD, embedder_defaults
 from recall.models import GoldenQuery, GoldenSet, RecallProfile
+from searchindex import embeddings
+from searchindex.anchors import anchor_spread
+from searchindex.defaults import REFERENCE_SPREAD, embedder_defaults
+from searchindex.fusion import RetrievalSettings
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.recall.labelled import DATA
 

@@ -12,10 +12,11 @@ import time
 import pytest
 
 from memoryui.models import Memory, MemoryEvent
-from recall.fusion import SettingsError
-from recall.pipeline import BLOCK_HEADING, RecallSettings, recall, record_recall
-from recall.search import SearchError
+from recall.knobs import RecallSettings
+from recall.pipeline import BLOCK_HEADING, recall, record_recall
 from recall.selector import SelectorConfig
+from searchindex.fusion import SettingsError
+from searchindex.search import SearchError
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
@@ -147,8 +148,12 @@ def test_the_selector_sees_headers_only_with_the_query_and_the_recent_tools(inde
     ("reply", "mode", "reason"),
     [
         ("Sure! I would pick the escalation note.", None, "invalid json: the answer is not JSON"),
-        ('{"selected": [{"id": "3f2c9a1b-0000-4000-8000-000000000000"}]}', None, "is not one of the candidates"),
-        ('{"picked": []}', None, 'expected an object with the one key "selected"'),
+        (
+            '{"selected": [{"id": "3f2c9a1b-0000-4000-8000-000000000000"}]}',
+            None,
+            "invalid answer: $.selected[0].id: '3f2c9a1b-0000-4000-8000-000000000000' is not one of the candidates",
+        ),
+        ('{"picked": []}', None, "invalid answer: $: 'selected' is a required property"),
         (None, "http_500", "error: HTTP 500"),
         (None, "slow_http_500", "error: HTTP 500"),
         (None, "invalid_json", "error: "),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from recall.pipeline import BLOCK_HEADING, recall
-from tests.recall import test_retrieval_set_search as search_set
+from tests.searchindex import test_retrieval_set_search as search_set
 
 pytestmark = [pytest.mark.django_db, pytest.mark.e2e]
 

@@ -13,8 +13,7 @@ from django.core.management.base import CommandError
 
 from memoryui import cleanup, extraction
 from memoryui.management.base import ReportingCommand
-from memoryui.models import TaskRun
-from memoryui.tasks import CLEANUP, enqueue_cleanup_step, run_cleanup_step
+from memoryui.tasks import enqueue_cleanup_step
 
 
 class Command(ReportingCommand):
@@ -50,10 +49,8 @@ class Command(ReportingCommand):
         else:
             reports = []
             for step in steps:
-                run = TaskRun.objects.create(
-                    kind=CLEANUP, actor=actor, params={"scope": scope, "step": step, "l1": options["l1"]}
-                )
-                reports.append({**run_cleanup_step(str(run.pk)), "task_id": str(run.pk)})
+                run = enqueue_cleanup_step(scope, step, actor=actor, l1=options["l1"], foreground=True)
+                reports.append({**run.result, "task_id": str(run.pk)})
         document = {
             "scope": scope,
             "dry_run": options["dry_run"],

@@ -11,8 +11,7 @@ from django.core.management.base import CommandError
 
 from memoryui import dedup
 from memoryui.management.base import ReportingCommand
-from memoryui.models import TaskRun
-from memoryui.tasks import DEDUP, enqueue_dedup, run_dedup
+from memoryui.tasks import enqueue_dedup
 
 
 class Command(ReportingCommand):
@@ -55,9 +54,8 @@ class Command(ReportingCommand):
         if options["dry_run"]:
             document.update(merged=0, would_merge=report.duplicates, batch=None)
         else:
-            run = TaskRun.objects.create(kind=DEDUP, actor="cli:dedup", params={"scope": scope, "threshold": threshold})
-            result = run_dedup(str(run.pk))
-            document.update(merged=result["merged"], batch=result["batch"], task_id=str(run.pk))
+            run = enqueue_dedup(scope, actor="cli:dedup", threshold=threshold, foreground=True)
+            document.update(merged=run.result["merged"], batch=run.result["batch"], task_id=str(run.pk))
         self._print(document, options)
 
     def _print(self, document: dict, options) -> None:

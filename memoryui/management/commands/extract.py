@@ -13,9 +13,9 @@ from django.core.management.base import CommandError
 
 from memoryui import extraction
 from memoryui.management.base import ReportingCommand
-from memoryui.management.commands.ingest_transcript import read_transcript, store_transcript
-from memoryui.models import TaskRun, Transcript
-from memoryui.tasks import enqueue_extraction, extract_transcript
+from memoryui.management.transcript_files import read_transcript, store_transcript
+from memoryui.models import Transcript
+from memoryui.tasks import enqueue_extraction
 
 
 class Command(ReportingCommand):
@@ -56,13 +56,8 @@ class Command(ReportingCommand):
             self._print({"task_id": str(run.pk), "status": run.status, "transcript_id": str(transcript.pk)}, options)
             return
         else:
-            run = TaskRun.objects.create(
-                kind="extract",
-                actor="cli:extract",
-                params={"transcript": str(transcript.pk), "scope": transcript.scope},
-            )
-            report = extract_transcript(str(run.pk))
-            report["task_id"] = str(run.pk)
+            run = enqueue_extraction(transcript, actor="cli:extract", l1=options["l1"], foreground=True)
+            report = {**run.result, "task_id": str(run.pk)}
         self._print(report, options)
 
     def _print(self, report: dict, options) -> None:

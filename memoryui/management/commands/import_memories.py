@@ -40,7 +40,7 @@ class Command(ReportingCommand):
             raise CommandError(f"--scope: {exc}") from None
 
         if as_json:
-            self.report(report.as_dict())
+            self.report(report.to_dict())
         else:
             self.stdout.write(
                 f"Imported {report.imported}, updated {report.updated}, merged {report.merged}, "

@@ -11,9 +11,9 @@ from django.core.management.base import CommandError
 
 from memoryui.management.base import ReportingCommand
 from recall import calibration
-from recall.documents import IndexUnavailable
-from recall.index import get_index
 from recall.models import GoldenSet, RecallProfile
+from searchindex.documents import IndexUnavailable
+from searchindex.indexes import get_index
 
 
 class Command(ReportingCommand):

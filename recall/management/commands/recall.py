@@ -9,11 +9,11 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from memoryui.management.base import ReportingCommand
-from memoryui.templatetags.memoryui_format import shorten
-from recall.documents import IndexUnavailable
+from memoryui.text import shorten
 from recall.models import RecallProfile, RecallTrace
 from recall.pipeline import recall, record_recall
-from recall.search import SearchError
+from searchindex.documents import IndexUnavailable
+from searchindex.search import SearchError
 
 
 class Command(ReportingCommand):

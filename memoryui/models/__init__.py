@@ -1,0 +1,48 @@
+"""The memory store's models, one module per concern; Django finds them all through this package.
+
+    memory        Memory, MemoryEvent (the append-only history), DistinctPair
+    outbox        IndexOutbox, PendingVector, IndexCheck: the search indexes' bookkeeping
+    tokens        ApiToken
+    transcripts   Transcript, Message
+    taskrun       TaskRun
+
+The store imports neither the search indexes nor recall (pyproject.toml's import contracts).
+"""
+
+from __future__ import annotations
+
+from memoryui.models.memory import (
+    UNIT_INTERVAL,
+    ConflictError,
+    DistinctPair,
+    Memory,
+    MemoryEvent,
+    MemoryManager,
+    MemoryQuerySet,
+)
+from memoryui.models.outbox import IndexCheck, IndexOutbox, PendingVector, outbox_committed, queue_index_sync
+from memoryui.models.taskrun import TaskRun
+from memoryui.models.tokens import TOKEN_PREFIX, ApiToken, ApiTokenQuerySet, hash_token
+from memoryui.models.transcripts import Message, Transcript
+
+__all__ = [
+    "TOKEN_PREFIX",
+    "UNIT_INTERVAL",
+    "ApiToken",
+    "ApiTokenQuerySet",
+    "ConflictError",
+    "DistinctPair",
+    "IndexCheck",
+    "IndexOutbox",
+    "Memory",
+    "MemoryEvent",
+    "MemoryManager",
+    "MemoryQuerySet",
+    "Message",
+    "PendingVector",
+    "TaskRun",
+    "Transcript",
+    "hash_token",
+    "outbox_committed",
+    "queue_index_sync",
+]

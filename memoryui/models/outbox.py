@@ -1,0 +1,122 @@
+"""The index outbox and what the search indexes' bookkeeping keeps in the database.
+
+The database is the source of truth; the search indexes (the `searchindex` app, which has no
+models of its own) are derived from it. A change to a memory writes an IndexOutbox row in its
+own transaction and, once that commits, `outbox_committed` is sent: the indexes listen.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models, transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+
+class IndexOutbox(models.Model):
+    """Memories whose search-index entries may be out of date.
+
+    A row is written in the same transaction as the change to the memory and removed once
+    both indexes hold the new state; after commit a task is enqueued to do that. A crash
+    between the commit and the index write leaves the row behind: it is visible as pending
+    and `reindex` finishes the work.
+    """
+
+    memory_id = models.UUIDField(primary_key=True)
+    queued_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["queued_at"]
+
+    def __str__(self) -> str:
+        return f"index sync pending for {self.memory_id}"
+
+
+class PendingVector(models.Model):
+    """A new memory's passage vector, computed by the write path for dedup layer 3.
+
+    It waits here for the index sync, usually in another process, which then need not embed
+    the same text again; the sync uses it only while the memory still has this content hash
+    and the vector index this embedder, and deletes it once done.
+    """
+
+    memory_id = models.UUIDField(primary_key=True)
+    embedder = models.CharField(max_length=200)
+    content_hash = models.CharField(max_length=64)
+    vector = models.BinaryField()  # little-endian float32
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.embedder} vector of {self.memory_id}"
+
+
+class IndexCheck(models.Model):
+    """One verify, repair or rebuild of the search indexes: who ran it, when, and what it found."""
+
+    class Action(models.TextChoices):
+        VERIFY = "verify"
+        REPAIR = "repair"
+        REBUILD = "rebuild"
+
+    action = models.CharField(max_length=10, choices=Action.choices)
+    actor = models.CharField(max_length=200)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    ok = models.BooleanField(null=True, help_text="verify: every index matches the database; else: it finished")
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["action", "-started_at"], name="indexcheck_action_started")]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor} at {self.started_at:%Y-%m-%d %H:%M}"
+
+
+#: Sent once a transaction that wrote IndexOutbox rows has committed, with `memory_ids`. The
+#: search indexes (searchindex.tasks.enqueue_sync) listen: the store tells the index what
+#: changed without importing it.
+outbox_committed = Signal()
+
+
+def queue_index_sync(memory_ids) -> None:
+    """Record in the outbox that these memories' index entries must be refreshed; announce them after commit."""
+    ids = [uuid.UUID(str(pk)) for pk in memory_ids]
+    if not ids:
+        return
+    now = timezone.now()
+    IndexOutbox.objects.bulk_create(
+        [IndexOutbox(memory_id=pk, queued_at=now) for pk in ids],
+        update_conflicts=True,
+        unique_fields=["memory_id"],
+        update_fields=["queued_at"],
+    )
+    # One announcement per transaction, however many writes it holds, so the indexes can sync
+    # them in batches. Ids of writes undone by a savepoint rollback may ride along: a sync
+    # reads the database, so they are no-ops.
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        for _savepoints, callback, _robust in reversed(connection.run_on_commit):
+            if isinstance(callback, _OutboxCommitted) and not callback.done:
+                callback.ids.extend(str(pk) for pk in ids)
+                return
+    # robust: a receiver that fails (a broker that is down) must not turn a committed change
+    # into an error page; the outbox row stays and `reindex` (or the next sync) finishes the work.
+    transaction.on_commit(_OutboxCommitted([str(pk) for pk in ids]), robust=True)
+
+
+class _OutboxCommitted:
+    """The after-commit callback that announces a transaction's outbox rows (once per transaction)."""
+
+    def __init__(self, ids: list[str]):
+        self.ids = ids
+        self.done = False
+        self.__qualname__ = "index sync"  # Django names a failing robust callback by it
+
+    def __call__(self) -> None:
+        self.done = True
+        outbox_committed.send(sender=IndexOutbox, memory_ids=list(dict.fromkeys(self.ids)))

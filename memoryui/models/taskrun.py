@@ -1,0 +1,74 @@
+"""TaskRun: one background job, from queue to outcome (memoryui.background keeps it)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+
+class TaskRun(models.Model):
+    """One background job (an extraction, a reindex): what it was asked, how far it got, how it ended."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=40, db_index=True)
+    params = models.JSONField(default=dict, blank=True)
+    actor = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.status} ({self.created_at:%Y-%m-%d %H:%M})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("task_detail", args=[self.pk])
+
+    @property
+    def percent(self) -> int:
+        if not self.progress_total:
+            return 100 if self.status == self.Status.SUCCEEDED else 0
+        return min(100, round(100 * self.progress_done / self.progress_total))
+
+    @property
+    def duration(self):
+        if not self.started_at:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
+
+    def start(self, total: int) -> None:
+        self.status, self.started_at, self.progress_total = self.Status.RUNNING, timezone.now(), total
+        self.attempts += 1
+        self.error = ""
+        self.save(update_fields=["status", "started_at", "progress_total", "attempts", "error"])
+
+    def advance(self, done: int, counts: dict) -> None:
+        TaskRun.objects.filter(pk=self.pk).update(progress_done=done, counts=counts)
+        self.progress_done, self.counts = done, counts
+
+    def finish(self, result: dict) -> None:
+        self.status, self.finished_at, self.result = self.Status.SUCCEEDED, timezone.now(), result
+        self.progress_done = self.progress_total
+        self.save(update_fields=["status", "finished_at", "result", "progress_done", "counts"])
+
+    def fail(self, error: str) -> None:
+        self.status, self.finished_at, self.error = self.Status.FAILED, timezone.now(), error[:5000]
+        self.save(update_fields=["status", "finished_at", "error", "counts"])

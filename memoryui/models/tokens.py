@@ -1,0 +1,95 @@
+"""API tokens for agents and scripts: only a hash of the key is stored."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from memoryui import rules
+
+TOKEN_PREFIX = "mui_"
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def usable(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A bearer token for agents and scripts; only its hash is stored."""
+
+    name = models.CharField(max_length=100)
+    key_prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list, blank=True, help_text="Empty = every scope.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
+
+    @classmethod
+    def issue(cls, *, user, name: str, scopes: list[str] | None = None) -> tuple[ApiToken, str]:
+        """Create a token and return it with the raw key, which is never stored or shown again."""
+        name = (name or "").strip()
+        if not name:
+            raise rules.MemoryValidationError({"name": ["is required"]})
+        normalized = []
+        for scope in scopes or []:
+            try:
+                normalized.append(rules.normalize_scope(scope))
+            except rules.ScopeError as exc:
+                raise rules.MemoryValidationError({"scopes": [f"{scope!r}: {exc}"]}) from None
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            name=name,
+            key_prefix=raw[: len(TOKEN_PREFIX) + 8],
+            key_hash=hash_token(raw),
+            scopes=sorted(set(normalized)),
+            user=user,
+        )
+        return token, raw
+
+    @classmethod
+    def authenticate(cls, raw: str) -> ApiToken | None:
+        token = cls.objects.usable().select_related("user").filter(key_hash=hash_token(raw)).first()
+        if token is None or not token.user.is_active:
+            return None
+        now = timezone.now()
+        # Write at most once a minute: a busy agent should not turn every read into a write.
+        if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+            cls.objects.filter(pk=token.pk).update(last_used_at=now)
+            token.last_used_at = now
+        return token
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @property
+    def allowed_scopes(self) -> list[str] | None:
+        """The scopes this token may see, or None for every scope."""
+        return list(self.scopes) or None
+
+    def revoke(self) -> bool:
+        if self.revoked_at:
+            return False
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+        return True

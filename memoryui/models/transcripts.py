@@ -1,0 +1,72 @@
+"""Transcripts as agents posted them, one Message row per message."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from memoryui import rules
+
+
+class Transcript(models.Model):
+    """An agent's conversation as it was posted; memory is extracted from its projection."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH, db_index=True)
+    title = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, help_text="last time messages were added")
+    extracted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"transcript {self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("transcript_detail", args=[self.pk])
+
+
+class Message(models.Model):
+    """One message of a transcript, at its index; never changed once stored (ingestion is by index)."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+        SYSTEM = "system"
+
+    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="messages")
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    channel = models.CharField(max_length=40, blank=True)
+    source = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    # What the last extraction made of this message: its run, and each outcome (added as
+    # kind/tier, merged into a memory, skipped and why).
+    extraction = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["transcript", "index"]
+        constraints = [models.UniqueConstraint(fields=["transcript", "index"], name="message_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.transcript_id}#{self.index} {self.role}"
+
+    def as_dict(self) -> dict:
+        """The message in the transcript JSON format."""
+        data = {"role": self.role, "content": self.content}
+        for name in ("tool_calls", "tool_call_id", "channel", "source"):
+            if getattr(self, name):
+                data[name] = getattr(self, name)
+        if self.created_at:
+            data["created_at"] = self.created_at.isoformat()
+        return data

@@ -1,0 +1,202 @@
+"""The REST plumbing every app's API shares: the error shape, who is asking, query parameters.
+
+Every error leaves as {"error": {"code", "message", "details"}} (`exception_handler`, named by
+REST_FRAMEWORK in settings). A token limited to scopes sees nothing else (`visible_scopes`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core import signals
+from django.db import InterfaceError, OperationalError
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, permissions, status
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
+
+from memoryui import rules
+from memoryui.models import ApiToken, ConflictError
+from memoryui.serializers import ErrorSerializer
+from searchindex.documents import IndexUnavailable
+from searchindex.search import SearchError
+
+logger = logging.getLogger(__name__)
+
+
+# --- errors ------------------------------------------------------------------------------
+
+ERROR_CODES = {
+    status.HTTP_400_BAD_REQUEST: "invalid",
+    status.HTTP_401_UNAUTHORIZED: "unauthorized",
+    status.HTTP_403_FORBIDDEN: "forbidden",
+    status.HTTP_404_NOT_FOUND: "not_found",
+    status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
+    status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
+    status.HTTP_409_CONFLICT: "conflict",
+    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
+    status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
+    status.HTTP_500_INTERNAL_SERVER_ERROR: "server_error",
+    status.HTTP_503_SERVICE_UNAVAILABLE: "backend_unavailable",
+}
+BACKEND_RETRY_AFTER_SECONDS = 5
+
+
+def error_body(status_code: int, message: str, details: dict | None = None, code: str | None = None) -> dict:
+    """The one error shape: {"error": {"code", "message", "details"}}, the code named by the status."""
+    return {
+        "error": {
+            "code": code or ERROR_CODES.get(status_code, "error"),
+            "message": message,
+            "details": details or {},
+        }
+    }
+
+
+class ApiError(exceptions.APIException):
+    """An API error with per-field details, e.g. the ids a bulk action could not find."""
+
+    def __init__(self, status_code: int, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.details = details or {}
+
+
+def _invalid_message(details: dict) -> str:
+    return "Invalid input: " + ", ".join(str(name) for name in details) + "." if details else "Invalid input."
+
+
+def _json_error(status_code: int, message: str, details: dict | None = None) -> Response:
+    set_rollback()
+    return Response(error_body(status_code, message, details), status=status_code)
+
+
+def exception_handler(exc, context):
+    """Every API error as {"error": {"code", "message", "details"}}, never an HTML page."""
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        # Session-less requests without a token get 401 with the JSON shape, never a redirect.
+        response = Response(status=status.HTTP_401_UNAUTHORIZED)
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+        response.data = error_body(401, str(exc.detail))
+        return response
+    if isinstance(exc, ApiError):
+        return _json_error(exc.status_code, exc.message, exc.details)
+    if isinstance(exc, rules.MemoryValidationError):
+        return _json_error(400, _invalid_message(exc.errors), exc.errors)
+    if isinstance(exc, ConflictError):
+        return _json_error(409, str(exc))
+    if isinstance(exc, SearchError):
+        return _json_error(400, _invalid_message({exc.field: [str(exc)]}), {exc.field: [str(exc)]})
+    if isinstance(exc, IndexUnavailable):
+        logger.warning("search index unavailable: %s", exc)
+        response = _json_error(
+            503, f"Search is unavailable: {exc}", {"backend": f"{exc.index} index", "reason": str(exc)}
+        )
+        response["Retry-After"] = str(BACKEND_RETRY_AFTER_SECONDS)
+        return response
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.warning("database unavailable: %s", exc)
+        response = _json_error(503, f"The database is unavailable: {exc}", {"backend": "database", "reason": str(exc)})
+        response["Retry-After"] = str(BACKEND_RETRY_AFTER_SECONDS)
+        return response
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        if settings.DEBUG:
+            return None  # Let Django show the traceback page while developing.
+        # Tell Django's listeners (logging, the test client) as an unhandled exception would.
+        request = context.get("request")
+        signals.got_request_exception.send(sender=None, request=getattr(request, "_request", request))
+        logger.error("unhandled API error", exc_info=exc)
+        return _json_error(500, "Internal server error.")
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        response.data = error_body(response.status_code, _invalid_message(detail), details=detail)
+    else:
+        response.data = error_body(response.status_code, str(exc.detail))
+    return response
+
+
+ERROR_RESPONSES = {
+    400: OpenApiResponse(ErrorSerializer, description="invalid: details name each bad field"),
+    401: OpenApiResponse(ErrorSerializer, description="unauthorized: no session, missing/invalid/revoked token"),
+    403: OpenApiResponse(ErrorSerializer, description="forbidden: e.g. writing into a scope outside the token's"),
+    404: OpenApiResponse(ErrorSerializer, description="not_found: unknown id, or a scope the token cannot see"),
+    409: OpenApiResponse(ErrorSerializer, description="conflict: the entity key is already active in the scope"),
+    503: OpenApiResponse(ErrorSerializer, description="backend_unavailable: the database did not answer"),
+}
+
+
+def errors(*codes: int) -> dict:
+    """The documented error responses of an endpoint, for `extend_schema(responses=...)`."""
+    return {code: ERROR_RESPONSES[code] for code in codes}
+
+
+# --- who is asking -----------------------------------------------------------------------
+
+
+def visible_scopes(request) -> list[str] | None:
+    """The scopes the caller may see: a token's own, or None (every scope) for a signed-in user."""
+    return request.auth.allowed_scopes if isinstance(request.auth, ApiToken) else None
+
+
+def actor_for(request) -> str:
+    """Who the events of this request are by: the token, or the signed-in user."""
+    if isinstance(request.auth, ApiToken):
+        return f"token:{request.auth.name}"
+    return f"user:{request.user.get_username()}"
+
+
+def check_writable_scope(request, scope: str) -> None:
+    """Refuse (403) a write into a scope outside the caller's token."""
+    allowed = visible_scopes(request)
+    if allowed is not None and scope not in allowed:
+        raise ApiError(
+            403,
+            f"This token may not write to scope {scope}.",
+            {"scope": [f"{scope} is outside this token's scopes: {', '.join(allowed)}"]},
+        )
+
+
+class IsSessionUser(permissions.BasePermission):
+    """Token management is for people signed in to the dashboard: a token cannot mint tokens."""
+
+    message = "API tokens cannot manage tokens; sign in to the dashboard instead."
+
+    def has_permission(self, request, view) -> bool:
+        return not isinstance(request.auth, ApiToken)
+
+
+# --- query parameters: a bad value is noted in `problems`, to answer one 400 naming each -----
+
+
+def scope_param(value: str, problems: dict) -> str | None:
+    """The scope normalized (`main` is `agent:main`), or None with the reason in `problems`."""
+    try:
+        return rules.normalize_scope(value)
+    except rules.ScopeError as exc:
+        problems["scope"] = [str(exc)]
+        return None
+
+
+def choice_param(name: str, value: str, choices: tuple[str, ...], problems: dict) -> str | None:
+    """The value if it is one of `choices`, or None with the reason in `problems`."""
+    if value not in choices:
+        problems[name] = [f"{value!r} is not one of: {', '.join(choices)}"]
+        return None
+    return value
+
+
+# --- views ---------------------------------------------------------------------------------
+
+
+class JsonErrorsMixin:
+    """Answer errors as JSON even from views that render YAML or HTML on success."""
+
+    def handle_exception(self, exc):
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)

@@ -1,0 +1,110 @@
+"""Transcript and task pages: the transcripts with what extraction made of each message (and a
+dry run of what it would do now), and the background tasks with their progress."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from memoryui import decay, extraction, rollup, web
+from memoryui.api_transcripts import transcript_detail as detail_of
+from memoryui.models import TaskRun, Transcript
+from memoryui.tasks import DECAY, enqueue_decay, enqueue_extraction
+
+TRANSCRIPT_PAGE_SIZE = 50
+
+
+@web.login_required_htmx
+@require_GET
+def transcript_list(request):
+    transcripts = Transcript.objects.annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
+    scope = request.GET.get("scope", "").strip()
+    if scope:
+        transcripts = transcripts.filter(scope=scope)
+    page = Paginator(transcripts, TRANSCRIPT_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"page": page, "scope": scope, "scopes": web.scope_choices()}
+    return web.render(request, "memoryui/transcript_list.html", context)
+
+
+@web.login_required_htmx
+@require_GET
+def transcript_detail(request, pk):
+    """A transcript's messages as the projection sees them, each with what extraction made of it;
+    `?dry_run=1` shows what an extraction would do now, against the current store."""
+    transcript = get_object_or_404(Transcript, pk=pk)
+    detail = detail_of(transcript)
+    dry_run = None
+    if request.GET.get("dry_run"):
+        report = extraction.extract(transcript, dry_run=True, actor=web.actor(request))
+        dry_run = {"report": report, "by_message": {}}
+        for outcome in report.outcomes:
+            dry_run["by_message"].setdefault(outcome.message, []).append(outcome.to_dict())
+        for message in detail["messages"]:
+            message["dry_run"] = dry_run["by_message"].get(message["index"])
+    runs = TaskRun.objects.filter(kind="extract", params__transcript=str(transcript.pk))[:10]
+    summary = rollup.current_summary(transcript)
+    last_rollup = next((run.result.get("rollup") for run in runs if run.result.get("rollup")), None)
+    context = {
+        "transcript": transcript,
+        "detail": detail,
+        "dry_run": dry_run,
+        "runs": runs,
+        "summary": summary,
+        "rollup_reason": (last_rollup or {}).get("reason")
+        or ("" if settings.MEMORYUI_LLM_BASE_URL and settings.MEMORYUI_LLM_MODEL else "summaries need an LLM"),
+    }
+    return web.render(request, "memoryui/transcript_detail.html", context)
+
+
+@web.login_required_htmx
+@require_POST
+def transcript_extract(request, pk):
+    """Queue the extraction (the dry run's Apply) and go to its task."""
+    transcript = get_object_or_404(Transcript, pk=pk)
+    with transaction.atomic():
+        run = enqueue_extraction(transcript, actor=web.actor(request))
+    messages.success(request, "Extraction queued.")
+    return redirect(run)
+
+
+@web.login_required_htmx
+@require_GET
+def task_list(request):
+    runs = TaskRun.objects.all()
+    status = request.GET.get("status", "")
+    if status in TaskRun.Status.values:
+        runs = runs.filter(status=status)
+    page = Paginator(runs, TRANSCRIPT_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"page": page, "status": status, "statuses": TaskRun.Status.values}
+    if web.wants_fragment(request):
+        return web.render(request, "memoryui/partials/task_rows.html", context)
+    context["schedule"] = {
+        "every_minutes": settings.MEMORYUI_DECAY_INTERVAL_MINUTES,
+        "last": TaskRun.objects.filter(kind=DECAY).first(),
+        "expired": decay.expired().count(),
+    }
+    return web.render(request, "memoryui/task_list.html", context)
+
+
+@web.login_required_htmx
+@require_POST
+def task_decay_now(request):
+    """Run the scheduled decay now (as a task, like the schedule does)."""
+    with transaction.atomic():
+        run = enqueue_decay(actor=web.actor(request))
+    messages.success(request, "Decay queued.")
+    return redirect(run)
+
+
+@web.login_required_htmx
+@require_GET
+def task_detail(request, pk):
+    run = get_object_or_404(TaskRun, pk=pk)
+    if web.wants_fragment(request):
+        return web.render(request, "memoryui/partials/task_progress.html", {"run": run})
+    return web.render(request, "memoryui/task_detail.html", {"run": run})

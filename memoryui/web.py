@@ -1,0 +1,175 @@
+"""The plumbing every app's views share: a full page or, for htmx, the panel's partial.
+
+Every data panel shows one of: its data; empty (with what to do); unauthorized (the session
+expired: a 401 partial, never a redirect into the panel); unavailable (which backend, the
+status and the message, and a Retry). A panel's data is loaded inside `load`, so a failing
+backend degrades that panel and never the page.
+
+Views import the module (`from memoryui import web`) and call `web.render(...)`, `web.actor(...)`:
+the short names stay clear of their local variables.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render as render_template
+from django.shortcuts import resolve_url
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import reswap, retarget
+
+from memoryui import rules
+from memoryui.models import Memory
+
+logger = logging.getLogger(__name__)
+
+STATE_HEADER = "X-Memoryui-State"  # app.js swaps 4xx/5xx responses that carry it
+ALERTS = "#alerts"  # where errors of POST actions go: the row or form stays as it was
+
+
+def actor(request: HttpRequest) -> str:
+    """Who the events of this request are by: the signed-in user."""
+    return f"user:{request.user.username}"
+
+
+def wants_fragment(request: HttpRequest) -> bool:
+    """An htmx request for a panel. A history restore (cache miss) needs the whole page."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.history_restore_request
+
+
+def render(request: HttpRequest, template: str, context: dict, status: int = 200) -> HttpResponse:
+    """Render a page or a partial, varying on HX-Request."""
+    response = render_template(request, template, context, status=status)
+    # The page and its fragment share a URL: caches must keep them apart.
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def with_state(request: HttpRequest, response: HttpResponse, state: str) -> HttpResponse:
+    """Mark a failed response with its panel state; an action's failure goes to the page's alerts."""
+    response[STATE_HEADER] = state
+    if request.method != "GET":
+        # A failed action must not replace the row or form it came from.
+        retarget(response, ALERTS)
+        reswap(response, "innerHTML")
+    return response
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why a panel has no data: which backend failed, the status and its message."""
+
+    backend: str
+    status: int
+    message: str
+
+
+def load(loader: Callable, *, backend: str = "database"):
+    """Run one panel's data load: (value, None), or (None, Unavailable) when the backend fails."""
+    try:
+        return loader(), None
+    except DatabaseError as exc:
+        logger.warning("%s unavailable while loading a panel: %s", backend, exc)
+        message = (str(exc) or exc.__class__.__name__).splitlines()[0][:300]
+        return None, Unavailable(backend=backend, status=503, message=message)
+
+
+def retry(request: HttpRequest, target: str) -> dict:
+    """How the Retry button re-issues this request: the same URL into the same panel."""
+    url = request.get_full_path()
+    if request.method == "GET":
+        return {"method": "get", "url": url, "href": url, "target": target, "swap": "innerHTML", "vals": ""}
+    vals = {key: value for key, value in request.POST.items() if key != "csrfmiddlewaretoken"}
+    return {
+        "method": "post",
+        "url": url,
+        "href": current_page(request),
+        "target": target,
+        "swap": "outerHTML" if target.startswith("#row-") else "innerHTML",
+        "vals": json.dumps(vals),
+    }
+
+
+def reload(request: HttpRequest, url: str | None = None) -> dict:
+    """A Retry that reloads the page (for panels the page cannot render without)."""
+    return {"method": "", "url": "", "href": url or request.get_full_path(), "target": "", "swap": "", "vals": ""}
+
+
+def fragment(request: HttpRequest, template: str, panel: dict) -> HttpResponse:
+    """Render one panel's partial; a failed state answers 4xx/5xx with the state header."""
+    if panel.get("unavailable"):
+        return with_state(request, render(request, template, {"panel": panel}, 503), "unavailable")
+    if panel.get("invalid"):
+        return with_state(request, render(request, template, {"panel": panel}, 400), "invalid")
+    return render(request, template, {"panel": panel})
+
+
+def alert(request: HttpRequest, *, status: int, state: str, **panel) -> HttpResponse:
+    """A state partial on its own: into the panel for a GET, into the page's alerts for an action."""
+    panel.setdefault("dismissible", request.method != "GET")
+    template = f"memoryui/partials/state_{state}.html"
+    return with_state(request, render(request, template, {"panel": panel}, status), state)
+
+
+def flash(request: HttpRequest, unavailable: Unavailable | None, error: str | None, success: Callable) -> None:
+    """The outcome of a plain (non-htmx) POST, shown on the page it redirects to."""
+    if unavailable:
+        messages.error(request, f"The {unavailable.backend} is unavailable: {unavailable.message}")
+    elif error:
+        messages.error(request, error)
+    else:
+        messages.success(request, success())
+
+
+def validation_message(exc: rules.MemoryValidationError) -> str:
+    """A validation error's reasons on one line, field by field."""
+    return "; ".join(f"{field}: {', '.join(reasons)}" for field, reasons in exc.errors.items())
+
+
+def current_page(request: HttpRequest) -> str:
+    """The page the user is on (for htmx requests, the page that issued it)."""
+    htmx = getattr(request, "htmx", None)
+    page = htmx.current_url_abs_path if htmx else None
+    return page or request.get_full_path()
+
+
+def safe_next(request: HttpRequest, default: str) -> str:
+    """The POSTed `next` URL when it stays on this site, else `default`."""
+    candidate = request.POST.get("next") or ""
+    if url_has_allowed_host_and_scheme(candidate, allowed_hosts={request.get_host()}, require_https=False):
+        return candidate
+    return default
+
+
+def login_required_htmx(view):
+    """login_required for the UI: a page redirects to sign in; an htmx request gets a 401
+    unauthorized partial (a redirect would swap the whole login page into a panel)."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        if not wants_fragment(request):
+            return redirect_to_login(request.get_full_path())
+        login_url = f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': current_page(request)})}"
+        return alert(request, status=401, state="unauthorized", login_url=login_url)
+
+    return wrapper
+
+
+def scope_choices() -> list[str]:
+    """The scopes a scope picker offers; none when the database is unavailable."""
+    scopes, _ = load(Memory.objects.scope_names)
+    return scopes or []

@@ -1,0 +1,243 @@
+"""Index health: how each search index compares with the database, and a record of every check.
+
+`status()` is cheap (entry counts, the outbox, the last check) and backs the dashboard panel;
+`verify()`, `repair()` and `rebuild()` compare the indexes with the database and fix them;
+`run()` verifies, repairs or rebuilds and records an IndexCheck, whoever asked: the dashboard,
+`manage.py reindex` or a task.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db.models import Min
+from django.utils import timezone
+
+from memoryui.models import IndexCheck, IndexOutbox, Memory
+from searchindex.documents import IndexedMemory, IndexUnavailable
+from searchindex.indexes import CHUNK, INDEX_NAMES, get_index
+from searchindex.outbox import sync_memories
+from searchindex.vector import EmbedderMismatch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexStatus:
+    name: str
+    entries: int | None = None
+    info: dict = field(default_factory=dict)
+    error: str = ""
+    mismatch: EmbedderMismatch | None = None  # the vector index was built with another embedder
+
+    def in_step_with(self, database: int) -> bool:
+        return not self.error and self.entries == database
+
+
+@dataclass
+class Health:
+    database: int
+    indexes: list[IndexStatus]
+    pending: int
+    pending_since: object  # datetime | None
+    failing: int  # pending rows that already failed at least once
+    last_error: str
+    last_check: IndexCheck | None
+    last_verify: IndexCheck | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.pending and all(status.in_step_with(self.database) for status in self.indexes)
+
+
+def status() -> Health:
+    """Counts per index beside the database's, pending work, and the last checks (no full scan)."""
+    indexes = []
+    for name in INDEX_NAMES:
+        entry = IndexStatus(name=name)
+        try:
+            opened = get_index(name)
+            entry.entries = opened.count()
+            entry.info = _info(name, opened)
+        except EmbedderMismatch as exc:
+            entry.error, entry.mismatch = str(exc), exc
+        except IndexUnavailable as exc:
+            entry.error = str(exc)
+        indexes.append(entry)
+    outbox = IndexOutbox.objects.aggregate(since=Min("queued_at"))
+    failing = IndexOutbox.objects.filter(attempts__gt=0)
+    last_failure = failing.order_by("-queued_at").values_list("last_error", flat=True).first()
+    return Health(
+        database=Memory.objects.active().count(),
+        indexes=indexes,
+        pending=IndexOutbox.objects.count(),
+        pending_since=outbox["since"],
+        failing=failing.count(),
+        last_error=last_failure or "",
+        last_check=IndexCheck.objects.first(),
+        last_verify=IndexCheck.objects.filter(action=IndexCheck.Action.VERIFY).first(),
+    )
+
+
+def _info(name: str, opened) -> dict:
+    if name == "vector":
+        return {"embedder": opened.embedder.name, "where": opened.location}
+    return {"where": str(opened.path)}
+
+
+def run(action: str, *, actor: str) -> IndexCheck:
+    """Verify, repair or rebuild both indexes, recorded as an IndexCheck (also when it fails)."""
+    check = IndexCheck.objects.create(action=action, actor=actor)
+    try:
+        if action == IndexCheck.Action.VERIFY:
+            diffs = verify()
+            check.result = {"indexes": [diff.as_dict() for diff in diffs]}
+            check.ok = all(diff.ok for diff in diffs)
+        elif action == IndexCheck.Action.REPAIR:
+            check.result = {"repaired": repair()}
+            check.ok = not any("error" in done for done in check.result["repaired"].values() if isinstance(done, dict))
+        elif action == IndexCheck.Action.REBUILD:
+            check.result = {"rebuilt": rebuild()}
+            check.ok = True
+        else:
+            raise ValueError(f"unknown index check {action!r}; one of {', '.join(IndexCheck.Action.values)}")
+    except IndexUnavailable as exc:
+        check.ok, check.error = False, str(exc)
+        raise
+    finally:
+        check.finished_at = timezone.now()
+        check.save(update_fields=["result", "ok", "error", "finished_at"])
+    return check
+
+
+def summary(check: IndexCheck) -> str:
+    """One line about a check: 'vector ok; bm25: 3 missing, 1 stale' or what was repaired."""
+    if check.error:
+        return f"failed: {check.error}"
+    if check.finished_at is None:
+        return "running"
+    if "indexes" in check.result:
+        parts = []
+        for diff in check.result["indexes"]:
+            if diff.get("error"):
+                parts.append(f"{diff['index']}: unavailable")
+            elif diff.get("ok"):
+                parts.append(f"{diff['index']} ok")
+            else:
+                counts = [f"{diff[k]} {k}" for k in ("missing", "stale", "orphaned") if diff.get(k)]
+                parts.append(f"{diff['index']}: " + ", ".join(counts))
+        return "; ".join(parts)
+    if "repaired" in check.result:
+        parts = []
+        for name, done in check.result["repaired"].items():
+            if name == "outbox_cleared":
+                parts.append(f"{done} pending finished")
+            elif "error" in done:
+                parts.append(f"{name}: unavailable")
+            else:
+                parts.append(f"{name}: {done['reindexed']} reindexed, {done['removed']} removed")
+        return "; ".join(parts)
+    if "rebuilt" in check.result:
+        return "; ".join(f"{name}: {count} indexed" for name, count in check.result["rebuilt"].items())
+    return ""
+
+
+@dataclass
+class IndexDiff:
+    """How one index differs from the database."""
+
+    index: str
+    database: int = 0
+    entries: int = 0
+    missing: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.stale or self.orphaned or self.error)
+
+    def as_dict(self, *, sample: int = 20) -> dict:
+        return {
+            "index": self.index,
+            "ok": self.ok,
+            "database": self.database,
+            "entries": self.entries,
+            "missing": len(self.missing),
+            "stale": len(self.stale),
+            "orphaned": len(self.orphaned),
+            "examples": {
+                "missing": self.missing[:sample],
+                "stale": self.stale[:sample],
+                "orphaned": self.orphaned[:sample],
+            },
+            "error": self.error,
+        }
+
+
+def expected_entries() -> dict[str, str]:
+    """What every index should hold: active memory id → its index fingerprint."""
+    expected = {}
+    queryset = Memory.objects.active().only(
+        "id", "scope", "kind", "tier", "pinned", "text", "content_hash", "entity_key", "metadata"
+    )
+    for memory in queryset.iterator(chunk_size=2000):
+        document = IndexedMemory.from_memory(memory)
+        expected[document.id] = document.content_hash
+    return expected
+
+
+def verify(indexes: tuple[str, ...] = INDEX_NAMES) -> list[IndexDiff]:
+    """Compare each index with the database; nothing is changed."""
+    expected = expected_entries()
+    diffs = []
+    for name in indexes:
+        diff = IndexDiff(index=name, database=len(expected))
+        try:
+            actual = get_index(name).entries()
+        except IndexUnavailable as exc:
+            diff.error = str(exc)
+            diffs.append(diff)
+            continue
+        fingerprint = get_index(name).entry_fingerprint
+        diff.entries = len(actual)
+        diff.missing = sorted(set(expected) - set(actual))
+        diff.orphaned = sorted(set(actual) - set(expected))
+        diff.stale = sorted(pk for pk in set(expected) & set(actual) if fingerprint(expected[pk]) != actual[pk])
+        diffs.append(diff)
+    return diffs
+
+
+def repair(diffs: list[IndexDiff] | None = None) -> dict:
+    """Fix what `verify` found (re-index missing and stale, remove orphans) and clear the outbox."""
+    diffs = diffs if diffs is not None else verify()
+    done = {}
+    for diff in diffs:
+        if diff.error:
+            done[diff.index] = {"error": diff.error}
+            continue
+        todo = diff.missing + diff.stale
+        for start in range(0, len(todo), CHUNK):
+            sync_memories(todo[start : start + CHUNK], indexes=(diff.index,))
+        if diff.orphaned:
+            get_index(diff.index).delete(diff.orphaned)
+        done[diff.index] = {"reindexed": len(todo), "removed": len(diff.orphaned)}
+    pending = [str(pk) for pk in IndexOutbox.objects.values_list("memory_id", flat=True)]
+    for start in range(0, len(pending), CHUNK):
+        sync_memories(pending[start : start + CHUNK])
+    done["outbox_cleared"] = len(pending)
+    return done
+
+
+def rebuild(indexes: tuple[str, ...] = INDEX_NAMES) -> dict:
+    """Drop the indexes and index every active memory again from the database."""
+    for name in indexes:
+        get_index(name).reset()
+    ids = list(Memory.objects.active().values_list("pk", flat=True))
+    for start in range(0, len(ids), CHUNK):
+        sync_memories([str(pk) for pk in ids[start : start + CHUNK]], indexes=indexes)
+    if "bm25" in indexes:
+        get_index("bm25").optimize()  # one segment instead of one per chunk: faster searches
+    return {name: len(ids) for name in indexes}

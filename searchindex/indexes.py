@@ -1,0 +1,45 @@
+"""The process's open search indexes: the vector index (chromadb) and the BM25 index (whoosh).
+
+The database is the source of truth; each index holds a derived copy of every active memory.
+`searchindex.outbox` keeps them in step with the database, `searchindex.health` verifies,
+repairs and rebuilds them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from searchindex.lexical import LexicalIndex
+from searchindex.vector import VectorIndex
+
+_lock = threading.Lock()
+_indexes: dict[str, object] = {}
+
+INDEX_NAMES = ("vector", "bm25")
+CHUNK = 500
+
+
+def get_index(name: str):
+    """The process's open index by name ("vector" or "bm25"), opened on first use."""
+    with _lock:
+        if name not in _indexes:
+            _indexes[name] = _open(name)
+        return _indexes[name]
+
+
+def _open(name: str):
+    if name == "vector":
+        return VectorIndex()
+    if name == "bm25":
+        return LexicalIndex()
+    raise ValueError(f"unknown index {name!r}; one of {', '.join(INDEX_NAMES)}")
+
+
+def close_indexes() -> None:
+    """Close and forget the open indexes (settings changed, or the directory was replaced)."""
+    with _lock:
+        for opened in _indexes.values():
+            close = getattr(opened, "close", None)
+            if close:
+                close()
+        _indexes.clear()

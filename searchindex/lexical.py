@@ -1,0 +1,491 @@
+"""The BM25 index: exact tokens and text in any script, found by whoosh with BM25F scoring.
+
+Tokenization is `searchindex.tokens.tokenize`, for indexing and queries alike.
+
+The whoosh directory is derived data (the database is the source of truth): a missing or
+emptied directory is recreated empty on the next use, also under an open `LexicalIndex`, and
+the caller rebuilds it; one that cannot be read raises `IndexUnavailable`, and `reset()`
+starts it over. Whoosh allows one writer at a time: writes are serialized per directory
+inside the process and wait (with backoff, bounded by `lock_timeout`) for writers in other
+processes; an update is applied or `IndexUnavailable` is raised, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from django.conf import settings
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential_jitter
+from whoosh import index as whoosh_index
+from whoosh import scoring
+from whoosh.analysis import Token, Tokenizer
+from whoosh.fields import ID, STORED, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage
+from whoosh.filedb.structfile import StructFile
+from whoosh.query import AndMaybe, DefaultOr, Term
+
+from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
+from searchindex.tokens import concept_phrases, load_segmenter_for, normalize, tokenize
+
+logger = logging.getLogger(__name__)
+
+INDEX = "bm25"
+# Bumped whenever `tokenize` changes what it emits: entries indexed by an older tokenizer then
+# show up as stale in `reindex --verify`, and `reindex` re-tokenizes them.
+TOKENIZER_VERSION = 4
+MAX_QUERY_TERMS = 256
+# Common terms (after Elasticsearch's "common terms" query): a query term found in at least this
+# share of the memories, and in at least COMMON_TERM_MIN_DOCS of them, does not select candidates
+# on its own; it adds its score (and counts for coverage) only in the memories that hold one of
+# the query's rarer terms, so its long posting list is skipped through instead of scored whole.
+# A query made only of common terms is selected by its rarest one. At 100k memories, queries of
+# common CJK bigrams ("黄勇的手机号", "用户喜欢什么样的回答") read 3,000-7,000 postings a term
+# and set the p95 of BM25. The minimum keeps stores under ~1,000 memories a term exactly as they
+# were: there, every posting list is short anyway.
+COMMON_TERM_SHARE = 0.01
+COMMON_TERM_MIN_DOCS = 1000
+# Field weights: a match in the entity key (a name, a tool, a setting) says most, tags next.
+FIELD_BOOSTS = {"text": 1.0, "tags": 1.5, "entity_key": 2.5}
+# No length normalization for the key and tags: whoosh averages a field's length over every
+# document, most of which have no key or tags, so a memory that has one would look three times
+# "too long" and lose to a passing mention in another memory's body.
+WEIGHTING = scoring.BM25F(B=0.75, K1=1.2, entity_key_B=0.0, tags_B=0.0)
+
+_tokenize = tokenize  # MemoryTokenizer's `tokenize` argument (whoosh's name) hides the function
+
+
+class MemoryTokenizer(Tokenizer):
+    """`tokenize` as a whoosh analyzer; index and query go through the same function.
+
+    Character offsets are not tracked (the text is normalized first); the fields don't store them.
+    """
+
+    def __call__(
+        self,
+        value,
+        positions=False,
+        chars=False,
+        keeporiginal=False,
+        removestops=True,
+        start_pos=0,
+        start_char=0,
+        tokenize=True,
+        mode="",
+        **kwargs,
+    ):
+        token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        texts = _tokenize(value) if tokenize else [normalize(value)]
+        for pos, text in enumerate(texts):
+            token.text = text
+            token.boost = 1.0
+            token.stopped = False
+            if keeporiginal:
+                token.original = text
+            if positions:
+                token.pos = start_pos + pos
+            if chars:
+                token.startchar = token.endchar = start_char
+            yield token
+
+
+def _schema() -> Schema:
+    analyzer = MemoryTokenizer()
+    return Schema(
+        id=ID(stored=True, unique=True),
+        scope=ID(stored=True),
+        kind=ID(stored=True),
+        tier=ID(stored=True),
+        content_hash=STORED(),
+        text=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["text"]),
+        entity_key=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["entity_key"]),
+        tags=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["tags"]),
+    )
+
+
+SCHEMA = _schema()
+
+# --- the index ----------------------------------------------------------------------------------
+
+_WRITER_LOCK = "MAIN_WRITELOCK"  # the lock file whoosh's writer takes; creating and resetting take it too
+_process_locks: dict[str, threading.RLock] = {}
+_process_locks_guard = threading.Lock()
+
+
+def _term_statistics(searcher, terms: list[str]) -> tuple[dict[str, float], dict[str, int]]:
+    """Each query term's inverse document frequency and document frequency over the whole index, any field.
+
+    A term no memory holds gets the highest weight: a query about something the store never
+    mentions ("quantum entanglement") then has most of its weight unmatched.
+    """
+    total = searcher.doc_count_all()
+    weights, frequencies = {}, {}
+    for term in terms:
+        frequency = max(searcher.doc_frequency(field, term) for field in FIELD_BOOSTS)
+        weights[term] = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+        frequencies[term] = frequency
+    return weights, frequencies
+
+
+def _bm25_query(terms: list[str], frequencies: dict[str, int], total: int):
+    """The query's terms OR-ed over every field; common terms only where a rarer term matched.
+
+    DefaultOr, a balanced tree of unions, skips blocks that cannot reach the top k; the
+    preloading union whoosh picks for small indexes scores every posting (~1.7x slower here).
+    """
+
+    def union(of: list[str]):
+        return DefaultOr([Term(field, term) for term in of for field in FIELD_BOOSTS])
+
+    present = [term for term in terms if frequencies.get(term, 0) > 0]
+    if not present:
+        return union(terms)  # nothing matches anyway
+    common_from = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
+    rare = [term for term in present if frequencies[term] < common_from]
+    if len(rare) == len(present):
+        return union(present)
+    if not rare:
+        rare = [min(present, key=lambda term: frequencies[term])]
+    rest = [term for term in present if term not in rare]
+    return AndMaybe(union(rare), union(rest))
+
+
+def _process_lock(path: Path) -> threading.RLock:
+    """One lock per index directory, shared by every LexicalIndex of this process."""
+    key = os.path.realpath(path)
+    with _process_locks_guard:
+        return _process_locks.setdefault(key, threading.RLock())
+
+
+def _close_abandoned_files(exc: BaseException) -> None:
+    """Close the files whoosh left open when it failed (TOC.read does not close a corrupt TOC)."""
+    traceback = exc.__traceback__
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if f"{os.sep}whoosh{os.sep}" in frame.f_code.co_filename:
+            for value in frame.f_locals.values():
+                if isinstance(value, StructFile):
+                    with suppress(Exception):
+                        value.close()
+        traceback = traceback.tb_next
+
+
+class _Busy(Exception):
+    """Another writer holds the index: wait and try again (LexicalIndex._until)."""
+
+
+class LexicalIndex:
+    """BM25F search over active memories in a whoosh directory."""
+
+    def __init__(self, path: str | Path | None = None, *, lock_timeout: float = 30.0):
+        self.path = Path(path) if path is not None else Path(settings.MEMORYUI_INDEX_DIR) / INDEX
+        self.lock_timeout = lock_timeout
+        self._lock = _process_lock(self.path)
+        self._ix: whoosh_index.FileIndex | None = None
+        # Each thread keeps its open searcher (whoosh searchers are not shared between threads)
+        # and the documents of each scope it has filtered on, until the index changes: opening
+        # a searcher and collecting a 40k-memory scope cost more than the search itself.
+        self._local = threading.local()
+        self._searchers: list = []
+        self._searchers_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LexicalIndex({str(self.path)!r})"
+
+    # Writing
+
+    def upsert(self, items: list[IndexedMemory]) -> None:
+        """Add or replace these memories' entries, in one commit."""
+        latest = {item.id: item for item in items}  # the same id twice in a batch: the last one wins
+        if not latest:
+            return
+        load_segmenter_for(item.text for item in latest.values())
+
+        def apply(writer) -> None:
+            for item in latest.values():
+                fields = {
+                    "id": item.id,
+                    "scope": item.scope,
+                    "kind": item.kind,
+                    "tier": item.tier,
+                    "content_hash": self.entry_fingerprint(item.content_hash),
+                    "text": item.text,
+                }
+                if item.entity_key:
+                    fields["entity_key"] = item.entity_key
+                if item.tags:
+                    fields["tags"] = "\n".join(item.tags)
+                writer.update_document(**fields)
+
+        self._write(apply, action="upsert")
+
+    def delete(self, ids: Iterable[str]) -> None:
+        """Remove these ids' entries (unknown ids are ignored), in one commit."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return
+
+        def apply(writer) -> None:
+            for memory_id in ids:
+                writer.delete_by_term("id", memory_id)
+
+        self._write(apply, action="delete")
+
+    def optimize(self) -> None:
+        """Merge every segment into one. Each write adds a segment and whoosh merges only the
+        small ones; at 100k memories a search over one segment took half as long as over the
+        18 a rebuild in chunks left (bench/retrieval_latency.py). About 30 s at 100k, during
+        which other writers wait."""
+        self._write(lambda writer: None, action="optimize", optimize=True)
+
+    def reset(self) -> None:
+        """Start over with an empty index (also the way out of an unreadable one)."""
+        deadline = time.monotonic() + self.lock_timeout
+        with self._locked(deadline, "reset"), self._storage_errors("reset"):
+            storage = FileStorage(str(self.path)).create()
+
+            def start_over() -> None:
+                # whoosh's create_index only replaces the table of contents; old segments would stay.
+                for entry in os.scandir(self.path):
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path)
+                    elif entry.name != _WRITER_LOCK:
+                        os.remove(entry.path)
+                storage.create_index(SCHEMA)
+
+            self._with_file_lock(storage, deadline, "reset", start_over)
+            self._ix = None
+
+    @staticmethod
+    def entry_fingerprint(content_hash: str) -> str:
+        """What an up-to-date entry of a memory with this content hash stores."""
+        return f"{content_hash}.t{TOKENIZER_VERSION}"
+
+    # Reading
+
+    def search(self, query: str, *, scopes: list[str] | None = None, k: int = 10) -> list[Hit]:
+        """The k best entries for `query` by BM25F, within `scopes` (None: every scope).
+
+        The query is never parsed as whoosh syntax: its tokens, analyzed like the indexed text,
+        are OR-ed as plain terms over the text, entity key and tags.
+        """
+        if k <= 0 or (scopes is not None and not scopes):
+            return []
+        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
+        if not terms:
+            return []
+        with self._storage_errors("search"):
+            searcher, scope_docs = self._searcher()
+            weights, frequencies = _term_statistics(searcher, terms)
+            allowed = None
+            if scopes is not None:
+                allowed = set()
+                for scope in dict.fromkeys(scopes):
+                    if scope not in scope_docs:
+                        scope_docs[scope] = frozenset(searcher.docs_for_query(Term("scope", scope)))
+                    allowed |= scope_docs[scope]
+                if not allowed:
+                    return []  # (whoosh reads an empty filter as no filter at all)
+            wanted = _bm25_query(terms, frequencies, searcher.doc_count_all())
+            results = searcher.search(wanted, limit=k, filter=allowed, terms=True)
+            total = sum(weights.values())
+            named_by = concept_phrases(query)
+            # A compound the memory writes apart ("RTX4070" / "RTX 4070") is held when all its parts are.
+            compounds = {term: parts for term in terms if len(parts := set(tokenize(term)) - {term}) > 1}
+            hits = []
+            for rank, hit in enumerate(results, 1):
+                matched = {text.decode("utf-8") for _field, text in hit.matched_terms()}
+                for concept in matched & named_by.keys():
+                    matched |= named_by[concept]
+                matched |= {term for term, parts in compounds.items() if parts <= matched}
+                coverage = sum(weights[term] for term in matched if term in weights) / total
+                hits.append(Hit(id=hit["id"], rank=rank, score=float(hit.score), coverage=min(coverage, 1.0)))
+            return hits
+
+    def _searcher(self):
+        """This thread's searcher, refreshed when the index changed, and its scope cache."""
+        ix = self._index()
+        local = self._local
+        searcher = getattr(local, "searcher", None)
+        if searcher is not None and getattr(local, "ix", None) is ix and searcher.up_to_date():
+            return searcher, local.scope_docs
+        if searcher is not None:
+            # A new searcher, not refresh(): a refreshed one reuses segment readers and kept
+            # seeing documents that had been deleted from a reused segment (whoosh 2.7.5).
+            self._forget(searcher)
+        local.searcher, local.ix, local.scope_docs = ix.searcher(weighting=WEIGHTING), ix, {}
+        with self._searchers_lock:
+            self._searchers.append(local.searcher)
+        return local.searcher, local.scope_docs
+
+    def _forget(self, searcher) -> None:
+        with self._searchers_lock:
+            if searcher in self._searchers:
+                self._searchers.remove(searcher)
+        with suppress(Exception):
+            searcher.close()
+        self._local.searcher = None
+
+    def close(self) -> None:
+        """Close the searchers this index opened (in every thread)."""
+        with self._searchers_lock:
+            searchers, self._searchers = self._searchers, []
+        for searcher in searchers:
+            with suppress(Exception):
+                searcher.close()
+        self._local = threading.local()
+
+    def entries(self) -> dict[str, str]:
+        """Every indexed id with the content hash it was indexed at."""
+        ix = self._index()
+        with self._storage_errors("read"), ix.searcher() as searcher:
+            return {fields["id"]: fields.get("content_hash", "") for fields in searcher.all_stored_fields()}
+
+    def count(self) -> int:
+        ix = self._index()
+        with self._storage_errors("count"), ix.searcher() as searcher:
+            return searcher.doc_count()
+
+    def info(self) -> dict:
+        ix = self._index()
+        with self._storage_errors("read"):
+            with ix.searcher() as searcher:
+                documents = searcher.doc_count()
+            segments = len(ix._segments())
+            generation = ix.latest_generation()
+        size = sum(entry.stat().st_size for entry in os.scandir(self.path) if entry.is_file())
+        return {
+            "index": INDEX,
+            "path": str(self.path),
+            "documents": documents,
+            "segments": segments,
+            "generation": generation,
+            "size_bytes": size,
+            "scoring": "BM25F",
+            "field_boosts": dict(FIELD_BOOSTS),
+        }
+
+    # Internals
+
+    def _index(self, deadline: float | None = None) -> whoosh_index.FileIndex:
+        """The open index; a missing directory (or one without an index) is created empty."""
+        if self._ix is not None and self._has_index():
+            return self._ix
+        if not self._has_index():
+            self._create_empty(deadline if deadline is not None else time.monotonic() + self.lock_timeout)
+        try:
+            self._ix = whoosh_index.open_dir(str(self.path), schema=SCHEMA)
+        except Exception as exc:  # a corrupt TOC fails in many ways (pickle, struct, assert, EOF)
+            self._ix = None
+            _close_abandoned_files(exc)
+            raise IndexUnavailable(INDEX, f"cannot open {self.path}: {exc!r}") from exc
+        return self._ix
+
+    def _has_index(self) -> bool:
+        try:
+            names = os.listdir(self.path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:  # not a directory, no permission, I/O error
+            raise IndexUnavailable(INDEX, f"cannot read {self.path}: {exc}") from exc
+        return any(name.startswith("_MAIN_") and name.endswith(".toc") for name in names)
+
+    def _create_empty(self, deadline: float) -> None:
+        with self._locked(deadline, "create"), self._storage_errors("create"):
+            storage = FileStorage(str(self.path)).create()
+
+            def create() -> None:
+                if self._has_index():  # another process created it meanwhile
+                    return
+                if self._ix is not None:  # it was there when this instance opened it
+                    logger.warning(
+                        "BM25 index %s vanished; recreated it empty (rebuild it from the database)", self.path
+                    )
+                storage.create_index(SCHEMA)
+
+            self._with_file_lock(storage, deadline, "create", create)
+            self._ix = None
+
+    def _write(self, apply: Callable, *, action: str, optimize: bool = False) -> None:
+        deadline = time.monotonic() + self.lock_timeout
+        with self._locked(deadline, action), self._storage_errors(action):
+            writer = self._writer(deadline, action)
+            try:
+                apply(writer)
+                writer.commit(optimize=optimize)
+            except BaseException:
+                if not writer.is_closed:
+                    with suppress(Exception):
+                        writer.cancel()
+                raise
+
+    def _writer(self, deadline: float, action: str):
+        """whoosh's writer, waiting for a writer of another process to finish."""
+
+        def attempt():
+            ix = self._index(deadline)
+            try:
+                return ix.writer()
+            except whoosh_index.LockError:
+                raise _Busy from None
+            except FileNotFoundError:  # the directory vanished since _index(): recreate, try again
+                self._ix = None
+                raise _Busy from None
+
+        return self._until(deadline, action, attempt)
+
+    def _with_file_lock(self, storage: FileStorage, deadline: float, action: str, work: Callable[[], None]) -> None:
+        lock = storage.lock(_WRITER_LOCK)
+
+        def attempt() -> None:
+            if not lock.acquire():
+                raise _Busy
+            try:
+                work()
+            finally:
+                lock.release()
+
+        self._until(deadline, action, attempt)
+
+    def _until(self, deadline: float, action: str, attempt: Callable):
+        """`attempt()` until it stops raising _Busy: jittered exponential backoff from 5 ms up to
+        200 ms between tries, and IndexUnavailable once `deadline` (time.monotonic) has passed."""
+
+        def gave_up(state: RetryCallState):
+            raise IndexUnavailable(
+                INDEX, f"{action}: another process held the writer lock of {self.path} for {self.lock_timeout:g} s"
+            )
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(_Busy),
+            wait=wait_exponential_jitter(multiplier=0.005, max=0.2, jitter=0.005),
+            stop=lambda state: time.monotonic() >= deadline,
+            retry_error_callback=gave_up,
+        )
+        return retrying(attempt)
+
+    @contextmanager
+    def _locked(self, deadline: float, action: str):
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise IndexUnavailable(INDEX, f"{action}: another thread held {self.path} for {self.lock_timeout:g} s")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def _storage_errors(self, action: str):
+        try:
+            yield
+        except IndexUnavailable:
+            raise
+        except (OSError, EOFError, ValueError, AssertionError, whoosh_index.IndexError) as exc:
+            _close_abandoned_files(exc)
+            raise IndexUnavailable(INDEX, f"{action} failed on {self.path}: {exc!r}") from exc

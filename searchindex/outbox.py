@@ -1,0 +1,90 @@
+"""The index outbox, drained: bring the index entries of changed memories in line with the database.
+
+The store writes an IndexOutbox row in the same transaction as each change to a memory and,
+after commit, sends `memoryui.models.outbox_committed`; `searchindex.tasks.enqueue_sync` (connected
+when the app is ready) answers with `sync_index` tasks, which call `sync_memories`. A crash between the
+commit and the index write leaves the row behind: it shows as pending and `reindex` (or the
+repair a worker runs when it starts) finishes the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.db import transaction
+from django.utils import timezone
+
+from memoryui.models import IndexOutbox, Memory, PendingVector
+from searchindex.documents import IndexedMemory, IndexUnavailable
+from searchindex.indexes import INDEX_NAMES, get_index
+
+
+def _documents(memories) -> list[IndexedMemory]:
+    return [IndexedMemory.from_memory(memory) for memory in memories]
+
+
+@dataclass
+class SyncReport:
+    indexed: int = 0
+    removed: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] = INDEX_NAMES) -> SyncReport:
+    """Bring the index entries of these memories in line with the database.
+
+    Active memories are (re)indexed, anything else is removed. The outbox rows are cleared
+    only for the work done here, and only if no newer change queued them again meanwhile.
+    Raises IndexUnavailable (after recording the error) so a task can retry.
+    """
+    started = timezone.now()
+    memories = list(Memory.objects.filter(pk__in=memory_ids))
+    active = [m for m in memories if m.status == Memory.Status.ACTIVE]
+    active_ids = {str(m.pk) for m in active}
+    gone = [str(pk) for pk in memory_ids if str(pk) not in active_ids]
+    report = SyncReport(indexed=len(active), removed=len(gone))
+    documents = _documents(active)
+    if active and "vector" in indexes:
+        _reuse_write_path_vectors(active)
+    for name in indexes:
+        try:
+            index = get_index(name)
+            if documents:
+                index.upsert(documents)
+            if gone:
+                index.delete(gone)
+        except IndexUnavailable as exc:
+            report.errors[name] = str(exc)
+    if report.errors:
+        message = "; ".join(report.errors.values())
+        with transaction.atomic():
+            for row in IndexOutbox.objects.select_for_update().filter(memory_id__in=memory_ids):
+                row.attempts += 1
+                row.last_error = message[:2000]
+                row.save(update_fields=["attempts", "last_error"])
+        raise IndexUnavailable(", ".join(report.errors), message)
+    IndexOutbox.objects.filter(memory_id__in=memory_ids, queued_at__lte=started).delete()
+    if "vector" in indexes:
+        PendingVector.objects.filter(memory_id__in=memory_ids).delete()
+    return report
+
+
+def _reuse_write_path_vectors(memories) -> None:
+    """Hand the embedder the vectors the write path computed (dedup layer 3) for these texts."""
+    rows = PendingVector.objects.filter(memory_id__in=[m.pk for m in memories]).values_list(
+        "memory_id", "vector", "embedder", "content_hash"
+    )
+    if not rows:
+        return
+    try:
+        embedder = get_index("vector").embedder
+    except IndexUnavailable:
+        return
+    by_id = {m.pk: m for m in memories}
+    vectors = {}
+    for memory_id, blob, embedder_name, content_hash in rows:
+        memory = by_id.get(memory_id)
+        if memory and embedder_name == embedder.name and content_hash == memory.content_hash:
+            vectors[memory.text] = np.frombuffer(bytes(blob), dtype="<f4").astype(np.float32)
+    embedder.remember_passages(vectors)

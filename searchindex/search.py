@@ -1,0 +1,364 @@
+"""Hybrid search: what the list page, `/api/search/` and `manage.py search` answer with.
+
+One query runs through the stages DESIGN.md "Read path: recall" step 1 names: the query is
+embedded, the vector index and the BM25 index each return their top candidates within the
+scopes (`retrieve`), the candidates' rows are loaded from the database, which is the source of
+truth (an index entry whose memory is no longer active, or has moved out of the scopes, is
+left out), the two lists are fused and reranked (searchindex.fusion), and the answerability
+decision (searchindex.answerability) labels each candidate and says whether the query is answered
+at all (`rank`). Ranking and answering are two decisions: with `floor=False` the ranking is
+returned as it is.
+
+Every answer explains itself: each result carries its vector rank, similarity and margin over
+the anchor text, its BM25 rank, score and coverage, each retriever's contribution to the fused
+score, each rerank adjustment, and its label with the reasons.
+
+When one index cannot answer (a chromadb server down, a corrupt whoosh directory) a hybrid
+search answers from the other alone and says so in `degraded`; only when the requested
+retrievers all fail does `search` raise IndexUnavailable.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.utils import timezone
+
+from memoryui.models import Memory
+from searchindex.anchors import anchor_similarities, script_of
+from searchindex.answerability import Answer, judge
+from searchindex.defaults import active_defaults
+from searchindex.documents import Hit, IndexUnavailable
+from searchindex.embeddings import EmbedderUnavailable
+from searchindex.fusion import Candidate, CandidateInfo, RetrievalSettings, clamp_limit, fuse
+from searchindex.indexes import get_index
+
+RETRIEVERS = ("hybrid", "vector", "bm25")
+# Longer queries are cut (and the answer says so): the embedder reads 512 tokens at most and a
+# BM25 query of thousands of terms is a document, not a question.
+MAX_QUERY_CHARS = 1000
+NEAR_MISSES = 5
+# How much of the ranking a search with the floor shows under the line (collapsed on the page).
+BELOW_FLOOR_SHOWN = 10
+# What a result shows and the rerank reads: the rest of a row (metadata JSON, TTL, access
+# counts) is not loaded for each of the up to 100 candidates.
+RESULT_FIELDS = (
+    "id", "scope", "kind", "tier", "status", "text", "entity_key", "importance", "pinned", "source",
+    "created_at", "updated_at",
+)  # fmt: skip
+
+# One ASCII token of at least four characters holding a digit: 18600000000, JIRA-1234, a hash.
+_IDENTIFIER_RE = re.compile(r"(?=\S*\d)[+#]?[A-Za-z0-9][A-Za-z0-9_.\-:/@#]{3,}")
+
+
+class SearchError(ValueError):
+    """A search request that cannot run; `field` names the parameter at fault."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Found:
+    """One candidate with its memory, as a result or a candidate under the floor line."""
+
+    memory: Memory
+    candidate: Candidate
+
+    def to_dict(self) -> dict:
+        memory, candidate = self.memory, self.candidate
+        return {
+            "id": str(memory.pk),
+            "text": memory.text,
+            "kind": memory.kind,
+            "tier": memory.tier,
+            "scope": memory.scope,
+            "pinned": memory.pinned,
+            "importance": memory.importance,
+            "score": round(candidate.score, 6),
+            "label": candidate.label,
+            "reasons": list(candidate.reasons),
+            "vector_rank": candidate.vector_rank,
+            "vector_similarity": _round(candidate.vector_score),
+            "vector_anchor": _round(candidate.anchor),
+            "vector_margin": _round(candidate.margin),
+            "bm25_rank": candidate.bm25_rank,
+            "bm25_score": _round(candidate.bm25_score),
+            "bm25_coverage": _round(candidate.bm25_coverage),
+            "fused": round(candidate.fused, 6),
+            "contributions": {name: round(value, 6) for name, value in candidate.contributions.items()},
+            "adjustments": {name: round(value, 6) for name, value in candidate.adjustments.items()},
+        }
+
+
+@dataclass
+class Retrieval:
+    """What the indexes answered for one query, before fusion: what calibration replays."""
+
+    query: str
+    vector_hits: list[Hit] = field(default_factory=list)
+    bm25_hits: list[Hit] = field(default_factory=list)
+    anchors: dict[str, float] = field(default_factory=dict)  # memory id → the query's anchor in its script
+    infos: dict[str, CandidateInfo] = field(default_factory=dict)
+    refused: str | None = None  # why vector similarity cannot count for this query at all
+    # The exact similarity of BM25 candidates outside the vector top k (`check_outside_top_k`).
+    checked: dict[str, float] = field(default_factory=dict)
+    query_vector: object = None  # numpy array, when the query was embedded
+
+
+@dataclass
+class SearchResult:
+    query: str
+    scopes: list[str] | None
+    retriever: str
+    limit: int
+    settings: RetrievalSettings
+    floor: bool = True  # apply the answerability decision (False: the raw ranking)
+    results: list[Found] = field(default_factory=list)
+    below_floor: list[Found] = field(default_factory=list)  # ranked candidates under the line
+    candidates: list[Found] = field(default_factory=list)  # every candidate, best first
+    answer: Answer | None = None
+    notices: list[str] = field(default_factory=list)
+    degraded: dict[str, str] = field(default_factory=dict)  # index → why it did not answer
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def near_misses(self) -> list[Found]:
+        return self.below_floor[:NEAR_MISSES]
+
+    def to_dict(self) -> dict:
+        s = self.settings
+        return {
+            "query": self.query,
+            "scopes": self.scopes,
+            "retriever": self.retriever,
+            "limit": self.limit,
+            "floor": self.floor,
+            "answer": self.answer.to_dict() if self.answer else None,
+            "results": [found.to_dict() for found in self.results],
+            "below_floor": [found.to_dict() for found in self.below_floor],
+            "fusion": {"function": s.fusion, "description": s.describe_fusion(), "weights": s.weights},
+            "thresholds": {
+                "strong_margin": s.strong_margin,
+                "strong_coverage": s.strong_coverage,
+                "agree_margin": s.agree_margin,
+                "agree_coverage": s.agree_coverage,
+                "weak_margin": s.weak_margin,
+                "weak_coverage": s.weak_coverage,
+            },
+            "notices": self.notices,
+            "degraded": self.degraded,
+            "timings_ms": {stage: round(ms, 2) for stage, ms in self.timings_ms.items()},
+        }
+
+
+def clean_query(query: str | None) -> tuple[str, list[str]]:
+    """The query as searched, and what was changed about it; SearchError when there is none."""
+    if query is None or not str(query).strip():
+        raise SearchError("q", "The query is empty: type some words, a name, a number or an id to search for.")
+    text = " ".join(str(query).replace("\x00", " ").split())
+    notices = []
+    if len(text) > MAX_QUERY_CHARS:
+        notices.append(f"query truncated from {len(text)} to {MAX_QUERY_CHARS} characters")
+        text = text[:MAX_QUERY_CHARS]
+    return text, notices
+
+
+def search(
+    query: str | None,
+    *,
+    scopes: list[str] | None = None,
+    limit: int | None = None,
+    retriever: str = "hybrid",
+    settings: RetrievalSettings | None = None,
+    now: datetime | None = None,
+    extra_fields: tuple[str, ...] = (),
+    floor: bool = True,
+) -> SearchResult:
+    """Search active memories of `scopes` (None: every scope) with one or both retrievers.
+
+    With `floor` the answerability decision applies: `results` are the strong and weak
+    candidates of an answered query (none when it is not answered). Without it `results` are
+    the first `limit` of the ranking, labelled all the same. `extra_fields` are loaded with the
+    rows besides RESULT_FIELDS (recall reads `metadata`).
+    """
+    if retriever not in RETRIEVERS:
+        raise SearchError("retriever", f"unknown retriever {retriever!r}; use one of {', '.join(RETRIEVERS)}")
+    settings = settings or RetrievalSettings.from_dict(active_defaults())
+    text, notices = clean_query(query)
+    if limit is None:
+        limit = settings.limit
+    limit, clamped = clamp_limit(limit)
+    if clamped:
+        notices.append(clamped)
+    result = SearchResult(
+        query=text, scopes=scopes, retriever=retriever, limit=limit, settings=settings, notices=notices, floor=floor
+    )
+    if scopes == []:
+        result.answer = Answer(False, "no scope to search")
+        return result
+    retrieval, memories = retrieve(text, scopes, settings, retriever=retriever, into=result, extra_fields=extra_fields)
+    now = now or timezone.now()
+    with _timed(result.timings_ms, "fusion"):
+        candidates, result.answer = rank(retrieval, settings, now)
+    if not result.answer.answered and retrieval.query_vector is not None:
+        check_outside_top_k(retrieval, scopes, result.timings_ms)
+        if retrieval.checked:  # rank's second look, without redoing its first
+            candidates, result.answer = _judged(retrieval, settings, now, checked=retrieval.checked)
+    result.candidates = [Found(memories[c.id], c) for c in candidates]
+    passing = [found for found in result.candidates if found.candidate.passes_floor] if result.answer.answered else []
+    if floor:
+        result.results = passing[:limit]
+        shown = {id(found) for found in result.results}
+        ranked = result.candidates[: max(limit, BELOW_FLOOR_SHOWN)]
+        result.below_floor = [found for found in ranked if id(found) not in shown]
+    else:
+        result.results = result.candidates[:limit]
+    return result
+
+
+def rank(retrieval: Retrieval, settings: RetrievalSettings, now: datetime) -> tuple[list[Candidate], Answer]:
+    """Fuse, rerank and judge one retrieval: the ranking, labelled, and the answerability decision.
+
+    A query the ranked candidates do not answer is judged once more with the exact similarity of
+    the BM25 candidates outside the vector top k (`retrieval.checked`), when they were read: an
+    approximate index that missed a memory must not silence its answer.
+    """
+    candidates, answer = _judged(retrieval, settings, now)
+    if answer.answered or not retrieval.checked:
+        return candidates, answer
+    return _judged(retrieval, settings, now, checked=retrieval.checked)
+
+
+def _judged(
+    retrieval: Retrieval, settings: RetrievalSettings, now: datetime, checked: dict[str, float] | None = None
+) -> tuple[list[Candidate], Answer]:
+    candidates = fuse(
+        retrieval.vector_hits,
+        retrieval.bm25_hits,
+        retrieval.infos,
+        settings,
+        now,
+        anchors=retrieval.anchors,
+        checked=checked,
+    )
+    return judge(candidates, settings, refused=retrieval.refused)
+
+
+def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings: dict | None = None) -> None:
+    """Read the exact similarity of the BM25 candidates the vector index did not return."""
+    if retrieval.query_vector is None or retrieval.refused:
+        return
+    in_top_k = {hit.id for hit in retrieval.vector_hits}
+    outside = [hit.id for hit in retrieval.bm25_hits if hit.id not in in_top_k and hit.id in retrieval.infos]
+    if not outside:
+        return
+    try:
+        with _timed(timings if timings is not None else {}, "vector_check"):
+            retrieval.checked = get_index("vector").similarities(retrieval.query_vector, outside, scopes=scopes)
+    except IndexUnavailable:
+        retrieval.checked = {}
+
+
+def retrieve(
+    text: str,
+    scopes: list[str] | None,
+    settings: RetrievalSettings,
+    *,
+    retriever: str = "hybrid",
+    into: SearchResult | None = None,
+    extra_fields: tuple[str, ...] = (),
+) -> tuple[Retrieval, dict[str, Memory]]:
+    """Ask the indexes, load the candidates' rows: the retrieval and the memories by id.
+
+    Failures and timings go to `into` when given: one index down answers from the other, and
+    IndexUnavailable is raised only when no requested index answers.
+    """
+    into = into or SearchResult(query=text, scopes=scopes, retriever=retriever, limit=1, settings=settings)
+    retrieval = Retrieval(query=text, refused=_no_meaning(text))
+    by_script: dict[str, float] = {}
+    failures: dict[str, Exception] = {}
+    if retriever in ("hybrid", "vector"):
+        try:
+            retrieval.vector_hits, by_script, retrieval.query_vector = _vector_search(
+                text, scopes, settings, into.timings_ms
+            )
+        except (IndexUnavailable, EmbedderUnavailable) as exc:
+            failures["vector"] = exc
+    if retriever in ("hybrid", "bm25"):
+        try:
+            with _timed(into.timings_ms, "bm25_search"):
+                retrieval.bm25_hits = get_index("bm25").search(text, scopes=scopes, k=settings.bm25_k)
+        except IndexUnavailable as exc:
+            failures["bm25"] = exc
+    if failures and len(failures) == (2 if retriever == "hybrid" else 1):
+        first = next(iter(failures.values()))
+        if isinstance(first, IndexUnavailable):
+            raise first
+        raise IndexUnavailable("vector", str(first))
+    for name, exc in failures.items():
+        other = "BM25" if name == "vector" else "vector"
+        into.degraded[name] = str(exc)
+        into.notices.append(f"{name} index unavailable, answered from {other} alone: {exc}")
+
+    with _timed(into.timings_ms, "load_rows"):
+        ids = {hit.id for hit in retrieval.vector_hits} | {hit.id for hit in retrieval.bm25_hits}
+        rows = Memory.objects.active().filter(pk__in=ids).only(*RESULT_FIELDS, *extra_fields)
+        if scopes is not None:
+            rows = rows.filter(scope__in=scopes)
+        memories = {str(memory.pk): memory for memory in rows}
+    retrieval.infos = {
+        pk: CandidateInfo(
+            tier=m.tier, pinned=m.pinned, importance=m.importance, updated_at=m.updated_at, created_at=m.created_at
+        )
+        for pk, m in memories.items()
+    }
+    if by_script:
+        retrieval.anchors = {pk: by_script[script_of(m.text)] for pk, m in memories.items()}
+    return retrieval, memories
+
+
+def _no_meaning(text: str) -> str | None:
+    """Why a query cannot be matched by meaning, if it cannot: one character ("的", "の") is noise
+    to an embedding model and would otherwise match whatever shares its script; an identifier
+    with digits (a phone number, a ticket, a hash) is matched by its characters, and by meaning
+    "18600000001" is as close to it as the number itself."""
+    if len(text) == 1:
+        return "a one-character query has no meaning to match"
+    if _IDENTIFIER_RE.fullmatch(unicodedata.normalize("NFKC", text)):
+        return "an identifier is matched by its characters, not by meaning"
+    return None
+
+
+def _vector_search(text, scopes, settings, timings) -> tuple[list[Hit], dict[str, float], object]:
+    index = get_index("vector")
+    try:
+        with _timed(timings, "query_embedding"):
+            embedder = index.embedder
+            vector = embedder.embed_query(text)
+            by_script = anchor_similarities(vector, embedder)
+    except EmbedderUnavailable as exc:
+        raise IndexUnavailable("vector", f"the embedder could not embed the query: {exc}") from exc
+    with _timed(timings, "vector_search"):
+        hits = index.search_vector(vector, scopes=scopes, k=settings.vector_k)
+    return hits, by_script, vector
+
+
+class _timed:
+    def __init__(self, timings: dict[str, float], stage: str):
+        self.timings, self.stage = timings, stage
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.timings[self.stage] = self.timings.get(self.stage, 0.0) + (time.perf_counter() - self.started) * 1000
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

@@ -1,0 +1,523 @@
+"""The vector index: active memories embedded by our Embedder, stored in chromadb.
+
+Embedded by default (`chromadb.PersistentClient` under MEMORYUI_INDEX_DIR/chroma), a chromadb
+server when CHROMA_URL is set. Vectors are always computed here and passed to chromadb as
+`embeddings=`; collections are opened with `embedding_function=None` (persisted by chromadb
+as the "legacy" type), so chromadb's default embedding function, which downloads a model,
+is never constructed or called, and there is no custom embedding function to register
+before a persisted collection can be reopened.
+
+One collection per embedder and scope, named after both, recording the embedder's name (model
+and version), its dimension and the scope in its metadata. A search within a scope queries
+that scope's collection, whose HNSW graph holds nothing else: chromadb's metadata filter over
+one shared collection cost 45 ms for a 300-memory scope and 150 ms for a 40k one at 100k
+memories (unfiltered HNSW: 1.4 ms), see bench/retrieval_latency.py. Vectors of two models are
+never mixed: opening an index that holds another embedder's collections raises
+EmbedderMismatch ("reindex needed"), and `reset()` (what a rebuild does) starts over with the
+configured one.
+
+Several processes share the embedded index (web workers, the Celery worker). chromadb keeps
+each process's HNSW graph in memory and never notices another process's writes: searches
+then fail ("Error finding id") and a write could persist a graph that lacks the other
+process's vectors. So every embedded operation holds a file lock (shared to read, exclusive
+to write) and, when the database file changed since this process last touched it, reloads
+chromadb first (~50 ms at 20k memories). A chromadb server needs none of this.
+
+Every backend failure (server down, disk error) surfaces as IndexUnavailable("vector", ...).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import chromadb
+import httpx
+import numpy as np
+from chromadb.api.shared_system_client import SharedSystemClient
+from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import ChromaError, DuplicateIDError, InvalidArgumentError
+from django.conf import settings
+
+from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
+from searchindex.embeddings import Embedder, EmbedderUnavailable, get_embedder
+
+__all__ = ["EmbedderMismatch", "VectorIndex", "collection_name"]
+
+BATCH = 256  # memories embedded and written per chromadb call
+PAGE = 1000  # entries read per page by entries()
+LOCK_FILE = "memoryui.lock"
+
+# chromadb errors that mean "we called it wrongly": bugs, not an unavailable backend.
+_PROGRAMMING_ERRORS = (InvalidArgumentError, DuplicateIDError)
+
+
+class EmbedderMismatch(IndexUnavailable):
+    """The index holds vectors from another embedder than the configured one: reindex needed."""
+
+    def __init__(self, *, recorded: str, configured: str, location: str, detail: str = ""):
+        self.recorded = recorded
+        self.configured = configured
+        super().__init__(
+            "vector",
+            f"the index at {location} was built with embedder {recorded}, but {configured} is configured"
+            f"{detail}; reindex needed (`manage.py reindex --full`, or Rebuild on the dashboard)",
+        )
+
+
+def collection_name(embedder_name: str, prefix: str = "memories") -> str:
+    """A valid chromadb collection name for this embedder: readable slug + hash of the exact name."""
+    slug = re.sub(r"[^a-z0-9.]+", "-", embedder_name.lower()).strip("-.")[:48].strip("-.")
+    digest = hashlib.sha256(embedder_name.encode()).hexdigest()[:8]
+    return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
+
+
+@dataclass
+class _Directory:
+    """What this process knows about one embedded index directory (shared by its VectorIndexes)."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    stamp: tuple | None = None  # the database file as this process last left it
+    generation: int = 0  # bumped when chromadb is reloaded: older clients are stale
+
+
+_directories: dict[str, _Directory] = {}
+_directories_lock = threading.Lock()
+
+
+def _directory(path: Path) -> _Directory:
+    with _directories_lock:
+        return _directories.setdefault(str(path), _Directory())
+
+
+class VectorIndex:
+    """Cosine-similarity search over active memories, one chromadb collection per scope.
+
+    `path` / `url` / `embedder` default to the settings (MEMORYUI_INDEX_DIR / CHROMA_URL /
+    MEMORYUI_EMBEDDER); `timeout` bounds each request to a chromadb server. The connection
+    is opened on first use, so constructing an index never fails; every method may raise
+    IndexUnavailable (EmbedderMismatch included). Call `close()` when done with an index.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str | Path | None = None,
+        url: str | None = None,
+        embedder: Embedder | None = None,
+        prefix: str = "memories",
+        timeout: float = 10.0,
+    ):
+        if path is None and url is None:
+            url = settings.CHROMA_URL or None
+            path = None if url else Path(settings.MEMORYUI_INDEX_DIR) / "chroma"
+        self.url = url
+        # Absolute: chromadb shares one in-process system per directory string.
+        self.path = Path(path).absolute() if path is not None and not url else None
+        self.prefix = prefix
+        self.timeout = timeout
+        self._embedder = embedder
+        self._client = None
+        self._collections: dict[str, object] | None = None  # scope → its collection
+        self._generation = -1
+        self._lock = threading.RLock()
+
+    @property
+    def location(self) -> str:
+        return self.url or str(self.path)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            with self._backend("load the embedder"):
+                self._embedder = get_embedder()
+        return self._embedder
+
+    @property
+    def collection_name(self) -> str:
+        return collection_name(self.embedder.name, self.prefix)
+
+    # --- writing -----------------------------------------------------------------------
+
+    def upsert(self, items: Sequence[IndexedMemory]) -> None:
+        """Add or replace these memories (matched by id), each in its scope's collection.
+
+        A memory that moved to another scope leaves its old scope's collection.
+        """
+        for start in range(0, len(items), BATCH):
+            batch = list({item.id: item for item in items[start : start + BATCH]}.values())
+            # Embedding is the slow part: done before taking the index lock.
+            with self._backend("embed memories"):
+                vectors = self.embedder.embed_passages([item.text for item in batch])
+            by_scope: dict[str, list[int]] = {}
+            for n, item in enumerate(batch):
+                by_scope.setdefault(item.scope, []).append(n)
+            with self._using("write to the index", write=True) as collections:
+                for scope, rows in by_scope.items():
+                    self._scope_collection(collections, scope, create=True).upsert(
+                        ids=[batch[n].id for n in rows],
+                        embeddings=vectors[rows],
+                        documents=[batch[n].text for n in rows],
+                        metadatas=[
+                            {
+                                "scope": batch[n].scope,
+                                "kind": batch[n].kind,
+                                "tier": batch[n].tier,
+                                "pinned": bool(batch[n].pinned),
+                                "content_hash": batch[n].content_hash,
+                            }
+                            for n in rows
+                        ],
+                    )
+                for scope, collection in list(collections.items()):
+                    elsewhere = [item.id for item in batch if item.scope != scope]
+                    if elsewhere:
+                        # Look before deleting: a lookup by id is much cheaper than a delete,
+                        # and almost always finds nothing (a memory rarely changes scope).
+                        moved = collection.get(ids=elsewhere, include=[])["ids"]
+                        if moved:
+                            collection.delete(ids=moved)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Remove these memories; ids the index does not hold are ignored."""
+        ids = [str(pk) for pk in ids]
+        for start in range(0, len(ids), BATCH):
+            with self._using("delete from the index", write=True) as collections:
+                for collection in collections.values():
+                    collection.delete(ids=ids[start : start + BATCH])
+
+    def reset(self) -> None:
+        """Drop the index (every scope's collection, of any embedder) and start empty."""
+        with self._guard("reset the index", write=True):
+            client = self._connect()
+            for collection in client.list_collections():
+                if collection.name.startswith(f"{self.prefix}-"):
+                    client.delete_collection(collection.name)
+            self._collections = None
+            self._load_collections()
+
+    @staticmethod
+    def entry_fingerprint(content_hash: str) -> str:
+        """What an up-to-date entry of a memory with this content hash stores."""
+        return content_hash
+
+    # --- reading -----------------------------------------------------------------------
+
+    def search(
+        self, query: str, *, scopes: list[str] | None = None, k: int = 10, where: dict | None = None
+    ) -> list[Hit]:
+        """The k memories nearest to `query`, best first; `scopes=None` searches every scope."""
+        if k <= 0 or scopes == []:
+            return []
+        with self._backend("embed the query"):
+            vector = self.embedder.embed_query(query)
+        return self.search_vector(vector, scopes=scopes, k=k, where=where)
+
+    def search_vector(
+        self, vector: np.ndarray, *, scopes: list[str] | None = None, k: int = 10, where: dict | None = None
+    ) -> list[Hit]:
+        """Like `search` for a query the caller already embedded with `embedder.embed_query`.
+
+        `where` is an extra chromadb metadata filter (e.g. {"pinned": True}), ANDed with the scopes.
+        """
+        if k <= 0 or scopes == []:
+            return []
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape[0] != self.embedder.dim:
+            raise ValueError(f"query vector has dimension {vector.shape[0]}, the index {self.embedder.dim}")
+        found: list[tuple[float, str]] = []
+        with self._using("search the index") as collections:
+            if self.url and scopes is not None and not set(scopes) <= collections.keys():
+                # Another process (or machine) may have created the scope since: look again.
+                self._collections = None
+                collections = self._load_collections()
+            wanted = collections if scopes is None else {s: collections[s] for s in scopes if s in collections}
+            for collection in wanted.values():
+                result = collection.query(
+                    query_embeddings=[vector], n_results=k, where=where or None, include=["distances"]
+                )
+                found.extend(zip(result["distances"][0], result["ids"][0], strict=True))
+        found.sort()
+        # chromadb's cosine space reports distance = 1 - cosine similarity.
+        return [Hit(id=pk, rank=rank, score=1.0 - float(distance)) for rank, (distance, pk) in enumerate(found[:k], 1)]
+
+    def entries(self) -> dict[str, str]:
+        """Every entry's id and content hash (for verify), read page by page.
+
+        An id held by two scopes' collections is reported with a hash no memory has, so
+        verify calls it stale and a repair puts it back in its one scope.
+        """
+        found: dict[str, str] = {}
+        with self._using("read the index") as collections:
+            names = list(collections)
+        for scope in names:
+            offset = 0
+            while True:
+                with self._using("read the index") as collections:
+                    collection = collections.get(scope)
+                    if collection is None:
+                        break
+                    page = collection.get(include=["metadatas"], limit=PAGE, offset=offset)
+                for pk, metadata in zip(page["ids"], page["metadatas"] or [], strict=True):
+                    content_hash = (metadata or {}).get("content_hash", "")
+                    found[pk] = f"in several scopes: {found[pk]}" if pk in found else content_hash
+                if len(page["ids"]) < PAGE:
+                    break
+                offset += PAGE
+        return found
+
+    def similarities(self, vector: np.ndarray, ids: Sequence[str], *, scopes: list[str] | None) -> dict[str, float]:
+        """The exact cosine similarity of these memories to a query vector (`embed_query`'s), read
+        from their stored vectors: for candidates another retriever found outside the vector top k."""
+        ids = list(dict.fromkeys(ids))
+        if not ids or scopes == []:
+            return {}
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        found: dict[str, float] = {}
+        with self._using("read stored vectors") as collections:
+            wanted = collections.values() if scopes is None else [collections[s] for s in scopes if s in collections]
+            for collection in wanted:
+                page = collection.get(ids=ids, include=["embeddings"])
+                embeddings = page["embeddings"] if page["embeddings"] is not None else []
+                for pk, stored in zip(page["ids"], embeddings, strict=True):
+                    found[pk] = float(np.asarray(stored, dtype=np.float32) @ query)
+        return found
+
+    def vectors(self, scope: str) -> dict[str, tuple[str, np.ndarray]]:
+        """Every entry of `scope` as id -> (the text it embeds, its vector), read page by page."""
+        found: dict[str, tuple[str, np.ndarray]] = {}
+        offset = 0
+        while True:
+            with self._using("read the index") as collections:
+                collection = collections.get(scope)
+                if collection is None:
+                    return found
+                page = collection.get(include=["documents", "embeddings"], limit=PAGE, offset=offset)
+            embeddings = page["embeddings"] if page["embeddings"] is not None else []
+            for pk, text, vector in zip(page["ids"], page["documents"] or [], embeddings, strict=True):
+                found[pk] = (text or "", np.asarray(vector, dtype=np.float32))
+            if len(page["ids"]) < PAGE:
+                return found
+            offset += PAGE
+
+    def count(self) -> int:
+        with self._using("count the index") as collections:
+            return sum(collection.count() for collection in collections.values())
+
+    def info(self) -> dict:
+        """What the dashboard shows: backend, location, embedder and size."""
+        with self._using("read the index") as collections:
+            scopes = len(collections)
+        return {
+            "backend": "chromadb server" if self.url else "embedded chromadb",
+            "url" if self.url else "path": self.location,
+            "collection": self.collection_name,  # one per scope: this name + "--" + the scope
+            "scopes": scopes,
+            "embedder": self.embedder.name,
+            "dim": self.embedder.dim,
+            "count": self.count(),
+        }
+
+    def close(self) -> None:
+        """Release the chromadb client (its SQLite files, for the embedded one)."""
+        with self._lock:
+            client, self._client, self._collections = self._client, None, None
+            current = self.url or self._generation == _directory(self.path).generation
+        # A client from before a reload belongs to a stopped system: closing it would
+        # release the new system's reference instead.
+        if client is not None and current:
+            sessions = _http_sessions(client)
+            client.close()
+            for session in sessions:
+                session.close()  # chromadb's close() leaves its HTTP connections open
+
+    # --- connection --------------------------------------------------------------------
+
+    @contextmanager
+    def _using(self, action: str, *, write: bool = False) -> Iterator[dict]:
+        """The checked collections by scope, under the cross-process guard, with errors mapped."""
+        with self._guard(action, write=write):
+            yield self._load_collections()
+
+    @contextmanager
+    def _guard(self, action: str, *, write: bool) -> Iterator[None]:
+        """Map errors; for the embedded index also lock the directory and reload if stale."""
+        with self._backend(action):
+            if self.url:
+                yield
+                return
+            directory = _directory(self.path)
+            with directory.lock, _file_lock(self.path, exclusive=write):
+                stamp = _stamp(self.path)
+                if stamp is None or stamp != directory.stamp:
+                    # Another process wrote (or the directory was deleted): this process's
+                    # chromadb state is stale. Reload it; every VectorIndex here reconnects.
+                    _evict_system(self.path)
+                    directory.generation += 1
+                with self._lock:
+                    if self._generation != directory.generation:
+                        self._client, self._collections = None, None
+                        self._generation = directory.generation
+                try:
+                    yield
+                except (ChromaError, OSError):
+                    directory.stamp = None  # unsure what state chromadb is left in: reload next time
+                    raise
+                directory.stamp = _stamp(self.path)
+
+    @contextmanager
+    def _backend(self, action: str) -> Iterator[None]:
+        """Turn backend and embedder failures into IndexUnavailable("vector", ...)."""
+        try:
+            yield
+        except IndexUnavailable:
+            raise
+        except EmbedderUnavailable as exc:
+            raise IndexUnavailable("vector", f"cannot {action}: embedder unavailable: {exc}") from exc
+        except _PROGRAMMING_ERRORS:
+            raise
+        except (ChromaError, httpx.HTTPError, OSError) as exc:
+            # The handles may be stale (server restarted, collections reset elsewhere): reopen next time.
+            self._collections = None
+            raise IndexUnavailable("vector", f"cannot {action} at {self.location}: {exc}") from exc
+
+    def _connect(self):
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            # Telemetry off: no background calls home from a machine that may be offline.
+            chroma_settings = ChromaSettings(anonymized_telemetry=False)
+            if not self.url:
+                try:
+                    self._client = chromadb.PersistentClient(path=str(self.path), settings=chroma_settings)
+                except (ValueError, ChromaError, OSError) as exc:
+                    raise IndexUnavailable("vector", f"cannot open chromadb at {self.path}: {exc}") from exc
+                return self._client
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise IndexUnavailable("vector", f"CHROMA_URL {self.url!r} is not an http(s) URL")
+            ssl = parts.scheme == "https"
+            try:
+                port = parts.port or (443 if ssl else 8000)  # 8000: chromadb's own default
+                self._client = chromadb.HttpClient(host=parts.hostname, port=port, ssl=ssl, settings=chroma_settings)
+            except (ValueError, ChromaError, httpx.HTTPError, OSError) as exc:
+                # chromadb reports a refused connection as ValueError("Could not connect ...").
+                raise IndexUnavailable("vector", f"cannot connect to chromadb at {self.url}: {exc}") from exc
+            # chromadb's HTTP sessions have no timeout at all: a stalled server would hang a
+            # recall request forever. (The handshake inside HttpClient() above still can.)
+            for session in _http_sessions(self._client):
+                session.timeout = httpx.Timeout(self.timeout)
+            return self._client
+
+    def _load_collections(self) -> dict:
+        """This embedder's collections by scope, checked against what the index recorded."""
+        with self._lock:
+            if self._collections is not None:
+                return self._collections
+            client = self._connect()
+            embedder = self.embedder
+            collections = {}
+            for listed in client.list_collections():
+                if not listed.name.startswith(f"{self.prefix}-"):
+                    continue
+                metadata = listed.metadata or {}
+                recorded, recorded_dim = metadata.get("embedder"), metadata.get("dim")
+                if recorded != embedder.name or recorded_dim != embedder.dim:
+                    # A non-empty collection of another model, or one bearing our name.
+                    if listed.count() or listed.name.startswith(f"{self.collection_name}--"):
+                        detail = (
+                            ""
+                            if recorded_dim == embedder.dim
+                            else (f" (dimension {recorded_dim} recorded, {embedder.dim} configured)")
+                        )
+                        raise EmbedderMismatch(
+                            recorded=str(recorded or listed.name),
+                            configured=embedder.name,
+                            location=self.location,
+                            detail=detail,
+                        )
+                    continue  # an empty collection of another model under its own name: nothing to mix up
+                if "scope" not in metadata:
+                    raise IndexUnavailable(
+                        "vector",
+                        f"the index at {self.location} keeps every scope in one collection (an earlier layout); "
+                        "rebuild it (`manage.py reindex --full`, or Rebuild on the dashboard)",
+                    )
+                collections[metadata["scope"]] = client.get_collection(listed.name, embedding_function=None)
+            self._collections = collections
+            return collections
+
+    def _scope_collection(self, collections: dict, scope: str, *, create: bool):
+        """The collection of `scope`, created (and remembered) on first write."""
+        collection = collections.get(scope)
+        if collection is None and create:
+            embedder = self.embedder
+            collection = self._connect().get_or_create_collection(
+                self.scope_collection_name(scope),
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata={"embedder": embedder.name, "dim": embedder.dim, "scope": scope},
+                embedding_function=None,
+            )
+            collections[scope] = collection
+        return collection
+
+    def scope_collection_name(self, scope: str) -> str:
+        """`<embedder collection name>--<scope slug>-<hash of the scope>`."""
+        slug = re.sub(r"[^a-z0-9]+", "-", scope.lower()).strip("-")[:32].strip("-")
+        digest = hashlib.sha256(scope.encode()).hexdigest()[:8]
+        return f"{self.collection_name}--{slug}-{digest}" if slug else f"{self.collection_name}--{digest}"
+
+
+@contextmanager
+def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
+    """An advisory lock on the index directory, held across processes for one operation."""
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _stamp(path: Path) -> tuple | None:
+    """Identity and last change of the chromadb database file; None if there is none."""
+    try:
+        stat = (path / "chroma.sqlite3").stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _evict_system(path: Path) -> None:
+    """Stop and forget chromadb's in-process system for `path`, so the next client reloads it.
+
+    chromadb shares one system per persist directory and keeps it while it lives; it never
+    sees other processes' writes, nor that its directory was deleted (it would then read
+    ghost entries and write into an unlinked file). Uses chromadb's private cache (chromadb
+    is pinned; the tests cover it).
+    """
+    with SharedSystemClient._refcount_lock:
+        system = SharedSystemClient._identifier_to_system.pop(str(path), None)
+        SharedSystemClient._identifier_to_refcount.pop(str(path), None)
+    if system is not None:
+        system.stop()
+
+
+def _http_sessions(client) -> list[httpx.Client]:
+    """The httpx sessions of a chromadb HttpClient and its admin client (private attributes;
+    chromadb is pinned and the tests cover this)."""
+    sessions = []
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        if isinstance(session, httpx.Client):
+            sessions.append(session)
+    return sessions

@@ -1,0 +1,115 @@
+"""The answerability decision: labels from margin and coverage, and whether a query is answered.
+
+Plain values only: no database, no index.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from searchindex.answerability import BELOW, STRONG, WEAK, decide, judge, label
+from searchindex.documents import Hit
+from searchindex.fusion import CandidateInfo, RetrievalSettings, fuse
+from searchindex.search import Retrieval, rank
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+KNOBS = RetrievalSettings(
+    strong_margin=0.085, strong_coverage=0.6, agree_margin=0.04, agree_coverage=0.1, weak_margin=0.0, weak_coverage=0.1
+)
+PLAIN = CandidateInfo(tier="working", updated_at=NOW)
+
+
+def candidate(*, similarity=None, anchor=None, coverage=None):
+    """One fused candidate with the signals given."""
+    vector = [Hit("m", 1, similarity)] if similarity is not None else []
+    bm25 = [Hit("m", 1, 3.0, coverage)] if coverage is not None else []
+    [found] = fuse(vector, bm25, {"m": PLAIN}, KNOBS, NOW, anchors={"m": anchor} if anchor is not None else None)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("signals", "expected", "why"),
+    [
+        ({"similarity": 0.90, "anchor": 0.80}, STRONG, "strong: margin ≥ +0.085"),
+        ({"coverage": 0.75}, STRONG, "strong: coverage ≥ 60%"),
+        ({"similarity": 0.85, "anchor": 0.80, "coverage": 0.25}, STRONG, "both retrievers agree"),
+        ({"similarity": 0.85, "anchor": 0.80}, WEAK, "weak"),
+        ({"coverage": 0.3}, WEAK, "weak"),
+        ({"similarity": 0.78, "anchor": 0.80, "coverage": 0.05}, BELOW, "below floor"),
+    ],
+)
+def test_label_follows_margin_coverage_and_agreement(signals, expected, why):
+    level, reasons = label(candidate(**signals), KNOBS)
+
+    assert level == expected
+    assert why in reasons[-1]
+
+
+def test_margin_is_similarity_minus_the_anchor_of_the_memorys_script():
+    found = candidate(similarity=0.88, anchor=0.79)
+
+    assert found.margin == pytest.approx(0.09)
+    level, reasons = label(found, KNOBS)
+    assert level == STRONG and reasons[0] == "vector +0.090 over the anchor"
+
+
+def test_a_refused_query_never_counts_its_vector_similarity():
+    level, reasons = label(candidate(similarity=0.99, anchor=0.70), KNOBS, refused="a one-character query")
+
+    assert level == BELOW
+    assert "not counted: a one-character query" in reasons[0]
+
+
+def test_a_query_is_answered_only_when_some_candidate_is_strong():
+    weak = candidate(similarity=0.85, anchor=0.80)
+    strong = candidate(coverage=0.9)
+
+    labelled, answer = judge([weak], KNOBS)
+    assert labelled[0].label == WEAK and not answer.answered
+    assert answer.reason == "no strong match (1 weak)"
+
+    labelled, answer = judge([strong, weak], KNOBS)
+    assert answer.answered and answer.reason == "1 strong match"
+    assert answer.signals["best_coverage"] == 0.9 and answer.signals["best_margin"] == pytest.approx(0.05)
+
+
+def test_nothing_retrieved_is_not_answered_and_says_so():
+    answer = decide([])
+
+    assert not answer.answered and answer.reason == "no candidate in either index"
+
+
+def test_a_focused_store_does_not_raise_the_bar():
+    # Every memory of a focused store is about the same person: the scope's top hits are all
+    # close to the query. The anchor does not depend on them, so the answer stays strong.
+    answer_and_lookalikes = [Hit(f"m{i}", i + 1, 0.88 - i * 0.004) for i in range(20)]
+    infos = {hit.id: PLAIN for hit in answer_and_lookalikes}
+    anchors = dict.fromkeys(infos, 0.78)
+
+    ranked, answer = judge(fuse(answer_and_lookalikes, [], infos, KNOBS, NOW, anchors=anchors), KNOBS)
+
+    assert answer.answered
+    assert ranked[0].id == "m0" and ranked[0].label == STRONG
+
+
+def test_a_query_is_judged_again_with_the_exact_similarity_of_candidates_outside_the_vector_top_k():
+    retrieval = Retrieval(
+        query="q",
+        vector_hits=[Hit("near-miss", 1, 0.80)],
+        bm25_hits=[Hit("answer", 1, 3.0, 0.5)],  # BM25 found it; the approximate vector index did not
+        anchors={"near-miss": 0.80, "answer": 0.80},
+        infos={"near-miss": PLAIN, "answer": PLAIN},
+    )
+    ranked, answer = rank(retrieval, KNOBS, NOW)
+    assert not answer.answered
+
+    retrieval.checked = {"answer": 0.86}
+    rechecked, answer = rank(retrieval, KNOBS, NOW)
+
+    assert answer.answered
+    [found] = [c for c in rechecked if c.id == "answer"]
+    assert found.label == STRONG and found.margin == pytest.approx(0.06) and found.vector_score is None
+    assert "read from its stored vector" in found.reasons[0]
+    assert [c.id for c in rechecked] == [c.id for c in ranked], "the check never changes the ranking"

@@ -1,0 +1,157 @@
+"""The indexes follow the database: after-commit sync, the outbox, verify, repair, rebuild."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import socket
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memoryui.models import IndexCheck, IndexOutbox, Memory
+from searchindex import health, outbox
+from searchindex import indexes as search_indexes
+from searchindex.documents import IndexedMemory, IndexUnavailable
+
+pytestmark = pytest.mark.django_db
+
+
+def entries(name: str) -> dict[str, str]:
+    return search_indexes.get_index(name).entries()
+
+
+def test_a_new_memory_reaches_both_indexes_after_commit(indexes, write):
+    memory = write("Deploys go out on Fridays after the smoke tests.", kind="fact")
+    for name in search_indexes.INDEX_NAMES:
+        assert str(memory.pk) in entries(name)
+    assert not IndexOutbox.objects.exists()
+
+
+def test_tombstoned_memory_leaves_both_indexes_and_restore_brings_it_back(
+    indexes, write, django_capture_on_commit_callbacks
+):
+    memory = write("The user's lucky number is 88.", kind="entity", entity_key="lucky_number:88")
+    with django_capture_on_commit_callbacks(execute=True):
+        memory.tombstone("wrong person", actor="test")
+    assert all(str(memory.pk) not in entries(name) for name in search_indexes.INDEX_NAMES)
+    assert search_indexes.get_index("bm25").search("88", scopes=["agent:main"], k=5) == []
+    with django_capture_on_commit_callbacks(execute=True):
+        memory.restore(actor="test")
+    assert all(str(memory.pk) in entries(name) for name in search_indexes.INDEX_NAMES)
+
+
+def test_an_edit_or_a_pin_refreshes_the_entry(indexes, write, django_capture_on_commit_callbacks):
+    memory = write("Deploys go out on Fridays.", kind="fact")
+    before = entries("vector")[str(memory.pk)]
+    with django_capture_on_commit_callbacks(execute=True):
+        memory.pin(actor="test")
+    pinned = entries("vector")[str(memory.pk)]
+    with django_capture_on_commit_callbacks(execute=True):
+        memory.edit(actor="test", text="Deploys go out on Thursdays.")
+    assert len({before, pinned, entries("vector")[str(memory.pk)]}) == 3
+    hits = search_indexes.get_index("bm25").search("thursdays", scopes=["agent:main"], k=5)
+    assert [hit.id for hit in hits] == [str(memory.pk)]
+
+
+def test_a_crash_between_the_write_and_the_index_is_found_by_verify_and_repaired(indexes, make_memory):
+    # No after-commit callbacks run here: as if the process died right after the commit.
+    memory = make_memory("Runs 1000 RTX 4070s in an IDC.", kind="fact")
+    assert IndexOutbox.objects.filter(memory_id=memory.pk).exists()
+    diffs = {diff.index: diff for diff in health.verify()}
+    assert all(diffs[name].missing == [str(memory.pk)] for name in search_indexes.INDEX_NAMES)
+    assert not any(diff.ok for diff in diffs.values())
+
+    health.repair()
+    assert all(diff.ok for diff in health.verify())
+    assert not IndexOutbox.objects.exists()
+
+
+def test_orphaned_and_stale_entries_are_reported_and_repaired(indexes, write):
+    memory = write("Prefers terse answers without recaps.")
+    ghost = IndexedMemory(
+        id="00000000-0000-0000-0000-000000000001", scope="agent:main", kind="fact", tier="working",
+        pinned=False, text="a memory the database never had", content_hash="x",
+    )  # fmt: skip
+    stale = IndexedMemory.from_memory(memory)
+    stale = IndexedMemory(**{**stale.__dict__, "content_hash": "outdated"})
+    for name in search_indexes.INDEX_NAMES:
+        search_indexes.get_index(name).upsert([ghost, stale])
+    for diff in health.verify():
+        assert (diff.orphaned, diff.stale, diff.missing) == ([ghost.id], [str(memory.pk)], [])
+    health.repair()
+    assert all(diff.ok for diff in health.verify())
+
+
+def test_deleting_the_index_directory_loses_nothing_and_rebuild_restores_it(indexes, write):
+    kept = [write(f"Fact number {n}: the staging cluster has {n} nodes.", kind="fact") for n in (3, 5)]
+    search_indexes.close_indexes()
+    shutil.rmtree(indexes)
+    assert Memory.objects.count() == 2
+    diffs = health.verify()
+    assert all(sorted(diff.missing) == sorted(str(m.pk) for m in kept) for diff in diffs if not diff.error)
+    search_indexes.close_indexes()
+    assert health.rebuild() == {"vector": 2, "bm25": 2}
+    assert all(diff.ok for diff in health.verify())
+
+
+def test_an_unreachable_vector_server_keeps_the_work_pending_and_bm25_current(
+    indexes, settings, make_memory, django_capture_on_commit_callbacks
+):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.CHROMA_URL = f"http://127.0.0.1:{port}"
+    search_indexes.close_indexes()
+    memory = make_memory("Escalate ata outages to the on-call lead.", kind="procedure")
+    with pytest.raises(IndexUnavailable):
+        outbox.sync_memories([str(memory.pk)])
+    pending = IndexOutbox.objects.get(memory_id=memory.pk)
+    assert pending.attempts == 1 and "vector" in pending.last_error
+    assert str(memory.pk) in entries("bm25")
+
+
+def test_reindex_command_verifies_with_json_and_exit_status_then_repairs(indexes, make_memory):
+    make_memory("Birthday is 1988-12-12.", kind="entity", entity_key="birthday:1988-12-12")
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("reindex", "--verify", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert [(d["index"], d["missing"]) for d in report["indexes"]] == [("vector", 1), ("bm25", 1)]
+
+    out = io.StringIO()
+    call_command("reindex", "--json", stdout=out)
+    repaired = json.loads(out.getvalue())["repaired"]
+    assert (repaired["vector"]["reindexed"], repaired["bm25"]["reindexed"]) == (1, 1)
+    assert not IndexOutbox.objects.exists()
+    out = io.StringIO()
+    call_command("reindex", "--verify", "--json", stdout=out)
+    assert all(d["ok"] for d in json.loads(out.getvalue())["indexes"])
+    checks = list(IndexCheck.objects.order_by("started_at", "id").values_list("action", "actor", "ok"))
+    cli = "cli:reindex"
+    assert checks == [("verify", cli, False), ("repair", cli, True), ("verify", cli, True)]
+
+
+def test_reindex_refusing_its_options_still_prints_one_json_document(indexes):
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="--background"):
+        call_command("reindex", "--verify", "--background", "--json", stdout=out)
+    assert "--background" in json.loads(out.getvalue())["error"]
+
+
+def test_one_transaction_of_many_writes_enqueues_one_index_sync(
+    indexes, make_memory, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
+        written = [make_memory(f"Fact number {n}: host-{n} runs k3s.", kind="fact") for n in range(5)]
+        with pytest.raises(ValueError), transaction.atomic():  # a savepoint rolled back
+            make_memory("This one is undone.", kind="fact")
+            raise ValueError
+        written.append(make_memory("And one more after the savepoint.", kind="fact"))
+    assert len(callbacks) == 1
+    assert {str(m.pk) for m in written} <= set(callbacks[0].ids)
+    assert not IndexOutbox.objects.exists()  # the one sync indexed all six
+    assert {str(m.pk) for m in written} == set(search_indexes.get_index("bm25").entries())

@@ -1,0 +1,125 @@
+"""The apps depend on each other one way, and no module imports itself round a cycle.
+
+The contracts live in pyproject.toml ([tool.importlinter]) and `make test` runs `lint-imports`;
+here a copy of the code with one contract broken on purpose shows the check fails, and the
+import graph (imports inside functions included) is searched for cycles.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("memoryui", "searchindex", "recall")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def code_copy(tmp_path_factory) -> Path:
+    copy = tmp_path_factory.mktemp("code")
+    shutil.copy(ROOT / "pyproject.toml", copy)
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_the_contracts_hold_on_the_code_as_it_is(code_copy):
+    result = lint_imports(code_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("memoryui/models/memory.py", "import searchindex.search", "The store's models and rules import neither"),
+        ("memoryui/rules.py", "from recall import pipeline", "The store's models and rules import neither"),
+        ("searchindex/fusion.py", "from recall import knobs", "searchindex imports nothing of recall"),
+        ("recall/heuristic.py", "from memoryui import views", "recall imports no pages or API"),
+    ],
+)
+def test_breaking_a_contract_fails_the_check_and_names_it(code_copy, tmp_path, module, line, contract):
+    broken = tmp_path / "broken"
+    shutil.copytree(code_copy, broken)
+    target = broken / module
+    target.write_text(target.read_text() + f"\n\ndef _breaks_the_contract():\n    {line}  # noqa\n")
+    result = lint_imports(broken)
+    assert result.returncode == 1, result.stdout + result.stderr
+    broken_section = " ".join(result.stdout.split("Broken contracts", 1)[1].split())
+    assert contract in broken_section
+    assert line.split()[-1] in broken_section  # the offending import is named
+
+
+def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    modules = sorted(m for m in graph.modules if ".migrations" not in m)
+    known = set(modules)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module) & known):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_module_imports_itself_round_a_cycle_not_even_from_inside_a_function(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None, exclude_type_checking_imports=True)
+    allowed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["memoryui"]["allowed_import_cycles"]
+    cycles = [cycle for cycle in import_cycles(graph) if cycle not in [sorted(c["modules"]) for c in allowed]]
+    assert cycles == []
+
+
+def test_the_cycle_finder_finds_a_cycle_through_an_import_inside_a_function(tmp_path, monkeypatch):
+    package = tmp_path / "cyclic"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from cyclic import b\n")
+    (package / "b.py").write_text("def later():\n    from cyclic import a  # noqa\n")
+    (package / "c.py").write_text("from cyclic import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("cyclic", cache_dir=None)
+    assert import_cycles(graph) == [["cyclic.a", "cyclic.b"]]
