@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memoryui import cleanup, decay, dedup, extraction, rollup
+from memoryui import cleanup, decay, dedup, extraction, merging, rollup
 from memoryui.background import Abandoned, TaskRunTask, enqueue
 from memoryui.models import TaskRun, Transcript
 
@@ -111,7 +111,7 @@ def run_dedup(self, run: TaskRun) -> dict:
     """Merge every duplicate cluster of a scope at the run's threshold, as one batch."""
     report = dedup.find_clusters(run.params["scope"], threshold=run.params.get("threshold"))
     run.start(len(report.clusters))
-    batch, results = dedup.merge_all(
+    batch, results = merging.merge_all(
         report,
         actor=f"task:{run.actor}",
         progress=lambda done: run.advance(done, {"clusters": done}),

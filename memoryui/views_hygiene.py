@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from memoryui import cleanup, dedup, rules, undo, web
+from memoryui import cleanup, dedup, merging, rules, undo, web
 from memoryui.models import Memory, TaskRun
 from memoryui.tasks import CLEANUP, enqueue_cleanup_step, enqueue_dedup
 
@@ -125,7 +125,7 @@ def _decide_cluster(request: HttpRequest, decide, *, failure: str):
         return redirect(back)
     try:
         message = decide(scope, request.POST.getlist("member"))
-    except (dedup.DedupError, rules.MemoryValidationError, ValueError) as exc:
+    except (merging.DedupError, rules.MemoryValidationError, ValueError) as exc:
         messages.error(request, f"{failure}: {exc}")
     else:
         messages.success(request, message)
@@ -139,7 +139,9 @@ def duplicates_merge(request):
 
     def merge(scope: str, members: list[str]) -> str:
         canonical = request.POST.get("canonical") or None
-        result = dedup.merge(scope, members, canonical_id=canonical, actor=web.actor(request), reason="approved merge")
+        result = merging.merge(
+            scope, members, canonical_id=canonical, actor=web.actor(request), reason="approved merge"
+        )
         request.session["undo_batch"] = str(result.batch)
         return f"Merged {len(result.merged)} duplicates into {result.canonical}."
 
@@ -152,7 +154,7 @@ def duplicates_reject(request):
     """Not duplicates: these memories are never proposed together again."""
 
     def reject(scope: str, members: list[str]) -> str:
-        pairs = dedup.reject(scope, members, actor=web.actor(request))
+        pairs = merging.reject(scope, members, actor=web.actor(request))
         return f"Marked as not duplicates ({pairs} pairs); they will not be proposed again."
 
     return _decide_cluster(request, reject, failure="Nothing marked")

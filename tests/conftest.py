@@ -14,6 +14,7 @@ from django.test import Client
 from memoryui import writing
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture
@@ -108,3 +109,13 @@ def write(make_memory, django_capture_on_commit_callbacks):
             return make_memory(text, **fields)
 
     return run
+
+
+@pytest.fixture
+def l1_server(settings):
+    """Our OpenAI-compatible server as the configured LLM, with budgets long enough that only a
+    stall meant by the test runs into them (the L1 extractor's, and the fake's own stall)."""
+    with FakeOpenAIServer(stall_seconds=10) as fake:
+        settings.MEMORYUI_LLM_BASE_URL, settings.MEMORYUI_LLM_MODEL = fake.base_url, "fake-extractor"
+        settings.MEMORYUI_L1_TIMEOUT_MS = 20_000
+        yield fake

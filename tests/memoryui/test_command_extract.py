@@ -11,7 +11,6 @@ from django.core.management import call_command
 
 from memoryui.ingestion import ingest
 from memoryui.models import Memory, TaskRun
-from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
 
@@ -21,15 +20,12 @@ MIGRATION = "我们下周三要把支付服务迁到新机房,负责人是王芳
 
 
 @pytest.fixture
-def server(settings):
-    with FakeOpenAIServer(stall_seconds=10) as fake:
-        settings.MEMORYUI_LLM_BASE_URL, settings.MEMORYUI_LLM_MODEL = fake.base_url, "fake-extractor"
-        settings.MEMORYUI_L1_TIMEOUT_MS = 20_000
-        fake.chat_reply = json.dumps(
-            {"memories": [{"kind": "project_state", "text": "支付服务下周三迁到新机房。", "confidence": 0.8}]},
-            ensure_ascii=False,
-        )
-        yield fake
+def server(l1_server):
+    l1_server.chat_reply = json.dumps(
+        {"memories": [{"kind": "project_state", "text": "支付服务下周三迁到新机房。", "confidence": 0.8}]},
+        ensure_ascii=False,
+    )
+    return l1_server
 
 
 @pytest.fixture

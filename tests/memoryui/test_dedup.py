@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from memoryui import dedup, jsonl, rules, undo
+from memoryui import dedup, jsonl, merging, rules, undo
 from memoryui.models import DistinctPair, Memory, MemoryEvent
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +64,7 @@ def test_merging_keeps_the_canonical_and_tombstones_the_rest_with_a_link():
     [cluster] = dedup.find_clusters("agent:main", layers=LAYERS_1_2).clusters
     assert cluster.canonical == twin  # pinned first
 
-    result = dedup.merge("agent:main", cluster.ids, canonical_id=canonical.pk, actor="alice")
+    result = merging.merge("agent:main", cluster.ids, canonical_id=canonical.pk, actor="alice")
 
     canonical.refresh_from_db()
     assert result.canonical == str(canonical.pk)
@@ -87,7 +87,7 @@ def test_a_duplicate_adding_information_extends_the_canonical_text_and_passes_on
     keyed = _restore(text="The user's phone number is 186 0000 1234 (work)", kind="entity",
                      entity_key="phone:18600001234")  # fmt: skip
 
-    dedup.merge("agent:main", [keyless.pk, keyed.pk], canonical_id=keyless.pk, actor="alice")
+    merging.merge("agent:main", [keyless.pk, keyed.pk], canonical_id=keyless.pk, actor="alice")
 
     keyless.refresh_from_db()
     assert keyless.entity_key == "phone:18600001234"
@@ -102,12 +102,12 @@ def test_a_merge_of_a_tombstoned_or_foreign_memory_changes_nothing():
     b.tombstone("gone", actor="alice")
     before = MemoryEvent.objects.count()
 
-    with pytest.raises(dedup.DedupError, match="tombstoned"):
-        dedup.merge("agent:main", [a.pk, b.pk], actor="alice")
-    with pytest.raises(dedup.DedupError, match="in agent:other"):
-        dedup.merge("agent:main", [a.pk, elsewhere.pk], actor="alice")
-    with pytest.raises(dedup.DedupError, match="not one of the members"):
-        dedup.merge("agent:main", [a.pk, c.pk], canonical_id=elsewhere.pk, actor="alice")
+    with pytest.raises(merging.DedupError, match="tombstoned"):
+        merging.merge("agent:main", [a.pk, b.pk], actor="alice")
+    with pytest.raises(merging.DedupError, match="in agent:other"):
+        merging.merge("agent:main", [a.pk, elsewhere.pk], actor="alice")
+    with pytest.raises(merging.DedupError, match="not one of the members"):
+        merging.merge("agent:main", [a.pk, c.pk], canonical_id=elsewhere.pk, actor="alice")
 
     assert MemoryEvent.objects.count() == before
 
@@ -121,7 +121,7 @@ def test_undoing_a_merge_puts_every_field_back_exactly():
     ids = [m.pk for m in memories]
     before = _records(ids)
     report = dedup.find_clusters("agent:main", layers=LAYERS_1_2)
-    batch, results = dedup.merge_all(report, actor="alice")
+    batch, results = merging.merge_all(report, actor="alice")
     assert _records(ids) != before
 
     undone = undo.undo_batch(batch, actor="alice")
@@ -138,8 +138,8 @@ def test_rejecting_a_cluster_keeps_its_memories_apart_from_then_on():
     b = _restore(text="prefers  TABS.")
     [cluster] = dedup.find_clusters("agent:main", layers=LAYERS_1_2).clusters
 
-    assert dedup.reject("agent:main", cluster.ids, actor="alice") == 1
-    assert dedup.reject("agent:main", cluster.ids, actor="alice") == 0  # idempotent
+    assert merging.reject("agent:main", cluster.ids, actor="alice") == 1
+    assert merging.reject("agent:main", cluster.ids, actor="alice") == 0  # idempotent
 
     assert dedup.find_clusters("agent:main", layers=LAYERS_1_2).clusters == []
     pair = DistinctPair.objects.get()

@@ -13,7 +13,6 @@ from memoryui.extraction import extract
 from memoryui.extraction.l1 import ANSWER, KINDS, L1Failed, parse_answer
 from memoryui.ingestion import ingest
 from memoryui.models import Memory
-from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
 
@@ -21,11 +20,8 @@ MIGRATION = "我们下周三要把支付服务迁到新机房,负责人是王芳
 
 
 @pytest.fixture
-def server(settings):
-    with FakeOpenAIServer(stall_seconds=10) as fake:
-        settings.MEMORYUI_LLM_BASE_URL, settings.MEMORYUI_LLM_MODEL = fake.base_url, "fake-extractor"
-        settings.MEMORYUI_L1_TIMEOUT_MS = 20_000
-        yield fake
+def server(l1_server):
+    return l1_server
 
 
 def answer(*memories: dict) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryui import dedup, jsonl
+from memoryui import dedup, jsonl, merging
 from memoryui.models import Memory, MemoryEvent
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +53,7 @@ def test_a_restatement_with_more_detail_links_below_the_threshold(indexes, djang
 
     assert cluster.ids == {str(short.pk), str(longer.pk)}
     assert cluster.members[1].link.detail == dedup.RESTATED
-    result = dedup.merge("agent:main", cluster.ids, canonical_id=short.pk, actor="alice")
+    result = merging.merge("agent:main", cluster.ids, canonical_id=short.pk, actor="alice")
     short.refresh_from_db()
     assert short.text == "Releases go out on Thursdays, after the QA sign-off."  # the fuller text is kept
     assert result.merged == [str(longer.pk)]
