@@ -9,9 +9,11 @@
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from memoryui import writing
+from memoryui.celery import app
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -78,11 +80,6 @@ def _semantic_dedup_only_with_real_indexes(request, settings):
 def _tasks_inline_and_indexes_in_a_temp_dir(tmp_path_factory):
     """Unit tests run Celery tasks inline (integration tests start a real worker), and the
     search indexes live in a temporary directory, never in the developer's data dir."""
-    from django.conf import settings
-
-    from memoryui.celery import app
-    from searchindex import indexes as search_indexes
-
     app.conf.task_always_eager = True
     settings.MEMORYUI_INDEX_DIR = tmp_path_factory.mktemp("index")
     search_indexes.close_indexes()

@@ -5,6 +5,7 @@ previous release are rejected by the worker as unknown."""
 from __future__ import annotations
 
 from memoryui.celery import app
+from searchindex.tasks import rebuild_indexes, repair_indexes, sync_index
 
 # The names as released; a task may move, its name stays.
 RELEASED_TASK_NAMES = {
@@ -26,8 +27,6 @@ def test_every_released_task_name_is_still_registered():
 
 
 def test_the_index_tasks_keep_their_names_in_their_new_home():
-    from searchindex.tasks import rebuild_indexes, repair_indexes, sync_index
-
     assert (sync_index.name, repair_indexes.name, rebuild_indexes.name) == (
         "recall.tasks.sync_index",
         "recall.tasks.repair_indexes",

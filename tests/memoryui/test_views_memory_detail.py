@@ -6,6 +6,8 @@ import uuid
 
 import pytest
 
+from memoryui.models import Memory
+
 pytestmark = pytest.mark.django_db
 
 
@@ -62,8 +64,6 @@ def test_history_panel_refreshes_over_htmx_as_a_fragment(alice_client, make_memo
 
 
 def test_a_memory_written_outside_memoryui_shows_an_empty_history_with_an_explanation(alice_client):
-    from memoryui.models import Memory
-
     memory = Memory.objects.create(scope="agent:main", kind="note", tier="peripheral", text="raw row", importance=0.1)
 
     html = alice_client.get(f"/memories/{memory.pk}/").content.decode()

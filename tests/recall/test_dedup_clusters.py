@@ -7,6 +7,7 @@ import pytest
 
 from memoryui import dedup, jsonl, merging
 from memoryui.models import Memory, MemoryEvent
+from searchindex import indexes as search_indexes
 
 pytestmark = pytest.mark.django_db
 
@@ -91,8 +92,6 @@ def test_replaying_a_threshold_shows_what_would_form_and_changes_nothing(indexes
 
 def test_the_semantic_layer_is_skipped_and_said_so_when_the_vector_index_is_down(settings, indexes):
     settings.CHROMA_URL = "http://127.0.0.1:9"  # nothing listens there
-    from searchindex import indexes as search_indexes
-
     search_indexes.close_indexes()
     a = jsonl.new_memory(jsonl.parse_record({"scope": "agent:main", "kind": "note", "text": "Prefers tabs."}))
     b = jsonl.new_memory(jsonl.parse_record({"scope": "agent:main", "kind": "note", "text": "prefers TABS."}))

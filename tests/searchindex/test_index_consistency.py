@@ -9,6 +9,7 @@ import socket
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 
 from memoryui.models import IndexCheck, IndexOutbox, Memory
 from searchindex import health, outbox
@@ -143,8 +144,6 @@ def test_reindex_refusing_its_options_still_prints_one_json_document(indexes):
 def test_one_transaction_of_many_writes_enqueues_one_index_sync(
     indexes, make_memory, django_capture_on_commit_callbacks
 ):
-    from django.db import transaction
-
     with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
         written = [make_memory(f"Fact number {n}: host-{n} runs k3s.", kind="fact") for n in range(5)]
         with pytest.raises(ValueError), transaction.atomic():  # a savepoint rolled back
