@@ -37,6 +37,8 @@ ERROR_CODES = {
     status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
     status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
     status.HTTP_409_CONFLICT: "conflict",
+    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "too_large",
+    status.HTTP_414_REQUEST_URI_TOO_LONG: "uri_too_long",
     status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
     status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
     status.HTTP_500_INTERNAL_SERVER_ERROR: "server_error",

@@ -153,8 +153,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON in, JSON out: the browsable UI is the Swagger page at /api/docs/.
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["memoryui.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["memoryui.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memoryui.rest.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "memoryui.pagination.MemoryPagination",

@@ -1,0 +1,71 @@
+"""What untrusted input may hold: checks every boundary applies before anything is stored.
+
+Memory text, metadata, transcripts and import lines come from users and models. Some strings
+can be parsed but not stored or shown: JSON allows a lone UTF-16 surrogate ("\\udfff"), which
+no UTF-8 text, database or page can hold, and a NUL, which PostgreSQL text refuses. Nesting a few
+thousand levels deep exhausts the recursion of whatever reads the value next. These are refused
+where the value enters (the API, the forms, `import_memories`, transcripts), naming the field or
+line, so nothing half-written is left behind and no stored row can break a page later.
+
+Plain functions over plain values; no Django.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterator
+
+MAX_JSON_DEPTH = 32  # objects and arrays inside one another, the value itself being depth 1
+# Unicode categories that show nothing on their own: controls, format characters (zero-width
+# space and joiners, bidi marks), separators, unassigned and private-use code points.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def string_problem(value: str) -> str | None:
+    """Why `value` cannot be stored as text (a lone surrogate, a NUL), or None."""
+    for index, char in enumerate(value):
+        code = ord(char)
+        if 0xD800 <= code <= 0xDFFF:
+            return f"holds a lone UTF-16 surrogate (U+{code:04X}) at character {index}, which no text can store"
+        if code == 0:
+            return f"holds a NUL character at character {index}"
+    return None
+
+
+def is_visible(value: str) -> bool:
+    """Whether `value` has at least one character that shows (not only controls, zero-width
+    characters and spaces)."""
+    return any(unicodedata.category(char) not in _INVISIBLE for char in value)
+
+
+def json_problems(value: object, path: str = "$", *, max_depth: int = MAX_JSON_DEPTH) -> Iterator[tuple[str, str]]:
+    """(JSON path, reason) for each string in `value` (keys included) that cannot be stored, and
+    for nesting deeper than `max_depth`. Iterative, so a deeply nested value cannot exhaust the
+    recursion of this check either."""
+    stack: list[tuple[object, str, int]] = [(value, path, 1)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            if problem := string_problem(item):
+                yield where, problem
+        elif isinstance(item, dict | list):
+            if depth > max_depth:
+                yield where, f"is nested more than {max_depth} levels deep"
+                continue
+            if isinstance(item, dict):
+                for key, child in reversed(list(item.items())):
+                    key_text = str(key)
+                    if problem := string_problem(key_text):
+                        yield where, f"has a key that {problem}"
+                        continue
+                    stack.append((child, f"{where}.{key_text}", depth + 1))
+            else:
+                for index in range(len(item) - 1, -1, -1):
+                    stack.append((item[index], f"{where}[{index}]", depth + 1))
+
+
+def first_json_problem(value: object, path: str = "$", *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """`<path>: <reason>` of the first problem `json_problems` finds, or None."""
+    for where, reason in json_problems(value, path, max_depth=max_depth):
+        return f"{where}: {reason}"
+    return None
