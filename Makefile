@@ -17,16 +17,14 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@touch $(STAMP)
 
-# The web server and, beside it, the Celery worker that does the background work (index
-# updates, extraction, clean-up) with the embedded scheduler (--beat: decay of expired memories);
-# with no CELERY_BROKER_URL they talk through a SQLite broker file in the data dir.
-# Stopping `make run` (Ctrl-C) stops both.
+# The web server and, beside it, the Celery workers that do the background work, under honcho
+# (Procfile): `index` applies index updates, `bulk` does extraction, clean-up, dedup and
+# calibration and runs the schedule (--beat: decay of expired memories), so no amount of bulk
+# work delays an index update; with no CELERY_BROKER_URL they talk through a SQLite broker
+# file in the data dir. One Ctrl-C (or TERM) stops them all.
 run: install
 	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)/
-	@trap 'kill 0' INT TERM EXIT; \
-	$(VENV)/bin/celery -A memoryui worker --beat --concurrency 1 --loglevel WARNING & \
-	$(VENV)/bin/gunicorn memoryui.wsgi --bind $(HOST):$(PORT) --workers 2 --threads 4 \
-		--access-logfile - --error-logfile - --log-level warning
+	exec env HOST=$(HOST) PYTHONUNBUFFERED=1 $(VENV)/bin/honcho start --port $(PORT)
 
 test: install
 	$(PY) manage.py check --fail-level WARNING

@@ -20,7 +20,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import rest, writing
+from memoryui import rest, untrusted, writing
 from memoryui.filters import EventFilterSet, MemoryFilterSet
 from memoryui.models import ApiToken, ConflictError, Memory, MemoryEvent
 from memoryui.serializers import (
@@ -50,7 +50,7 @@ from searchindex.search import RETRIEVERS, SearchError, clean_query, search
     ),
     retrieve=extend_schema(summary="Get a memory", responses={200: MemorySerializer, **rest.errors(401, 404)}),
 )
-class MemoryViewSet(viewsets.GenericViewSet):
+class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
     serializer_class = MemorySerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = MemoryFilterSet
@@ -337,6 +337,9 @@ class SearchView(APIView):
             clean_query(params.get("q"))
         except SearchError as exc:
             problems[exc.field] = [str(exc)]
+        else:
+            if not untrusted.is_visible(params["q"]):
+                problems["q"] = ["The query holds nothing visible (only spaces, zero-width or control characters)."]
         if problems:
             raise exceptions.ValidationError(problems)
         found = search(params.get("q"), scopes=scopes, limit=limit, retriever=retriever, floor=floor == "on")
@@ -349,7 +352,7 @@ class SearchView(APIView):
 @extend_schema_view(
     list=extend_schema(summary="Your API tokens", responses={200: TokenSerializer(many=True), **rest.errors(401, 403)}),
 )
-class TokenViewSet(viewsets.GenericViewSet):
+class TokenViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
     serializer_class = TokenSerializer
     permission_classes = [permissions.IsAuthenticated, rest.IsSessionUser]
     pagination_class = None

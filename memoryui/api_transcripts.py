@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from memoryui import extraction, rest
 from memoryui.ingestion import TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
+from memoryui.serializers import StrictSerializer
 from memoryui.tasks import enqueue_extraction
 
 
@@ -105,7 +106,7 @@ class ExtractionReportSerializer(serializers.Serializer):
     notes = serializers.ListField(child=serializers.CharField())
 
 
-class ExtractRequestSerializer(serializers.Serializer):
+class ExtractRequestSerializer(StrictSerializer):
     dry_run = serializers.BooleanField(default=False, help_text="true: the decisions, written nowhere")
     l1 = serializers.ChoiceField(
         choices=extraction.L1_MODES,
@@ -168,7 +169,7 @@ def transcript_detail(transcript: Transcript) -> dict:
     }
 
 
-class TranscriptListView(APIView):
+class TranscriptListView(rest.WriteTransactionMixin, APIView):
     @extend_schema(
         summary="Transcripts in your scopes, newest first",
         parameters=[OpenApiParameter("scope", str, description="Only this scope.")],
@@ -219,12 +220,16 @@ class TranscriptDetailView(APIView):
 
 
 class TranscriptExtractView(APIView):
+    throttle_scope = "expensive"  # MEMORYUI_API_EXPENSIVE_RATE as well (memoryui.throttling)
+
     @extend_schema(
         summary="Extract memories from a transcript",
         description=(
             "`dry_run: true` answers at once with the decisions (added as which kind and tier, merged into which "
             "memory, skipped and why) and writes nothing. Otherwise the extraction is queued as a task: 202 with "
-            "the task, whose progress `/api/tasks/<id>/` shows."
+            "the task, whose progress `/api/tasks/<id>/` shows. One extraction of a transcript at a time: while one "
+            "is queued or running, asking again answers 202 with that task (same id, its own `params`) and queues "
+            "nothing."
         ),
         request=ExtractRequestSerializer,
         responses={200: ExtractionReportSerializer, 202: TaskRunSerializer, **rest.errors(400, 401, 404, 503)},

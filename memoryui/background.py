@@ -11,8 +11,9 @@ A task built on `TaskRunTask` is sent the id of its TaskRun and given the row it
   (there is nothing left to do: the transcript was deleted, say).
 
 `enqueue` creates a queued TaskRun and sends the task once the transaction commits, so a
-worker never looks for a row it cannot see yet; the commands run the same task in the
-foreground through it, from the same params.
+worker never looks for a row it cannot see yet (`dispatch` sends a run created otherwise); the
+commands run the same task in the foreground through it, from the same params. A run the broker
+refuses is marked failed, never left queued for a worker that will not see it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 
 from celery import Task
 from django.db import transaction
+from django.utils import timezone
 
 from memoryui.models import TaskRun
 
@@ -75,9 +77,28 @@ def enqueue(task, *, kind: str, actor: str, params: dict, foreground: bool = Fal
     the same params, and returns the finished run: one place builds what a run is asked.
     """
     run = TaskRun.objects.create(kind=kind, actor=actor, params=params)
+    return dispatch(task, run, foreground=foreground)
+
+
+def dispatch(task, run: TaskRun, *, foreground: bool = False) -> TaskRun:
+    """Send a queued run to `task` on the worker once this transaction commits (or, `foreground`,
+    run it now and return it finished)."""
     if foreground:
         task(str(run.pk))
         run.refresh_from_db()
         return run
-    transaction.on_commit(lambda: task.delay(str(run.pk)))
+    transaction.on_commit(lambda: _send(task, run))
     return run
+
+
+def _send(task, run: TaskRun) -> None:
+    try:
+        task.delay(str(run.pk))
+    except Exception as exc:
+        # The broker refused it (down, say): no worker will ever see this run, so it must not
+        # look queued (a queued extraction stands in for the next request of its transcript).
+        # An eager task that failed has recorded its failure already.
+        TaskRun.objects.filter(pk=run.pk, status=TaskRun.Status.QUEUED).update(
+            status=TaskRun.Status.FAILED, finished_at=timezone.now(), error=f"not queued: {type(exc).__name__}: {exc}"
+        )
+        raise

@@ -11,7 +11,7 @@ from django import forms
 from django.conf import settings
 from django.db import transaction
 
-from memoryui import rules, writing
+from memoryui import rules, untrusted, writing
 from memoryui.models import ApiToken, ConflictError, Memory
 
 # --- memory list ---------------------------------------------------------------------------
@@ -147,6 +147,13 @@ class MemoryForm(forms.Form):
             raise forms.ValidationError(
                 f"Invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", code="invalid_json"
             ) from None
+        except RecursionError:
+            # Thousands of levels exhaust the decoder before rules.clean_memory_fields could count them.
+            raise forms.ValidationError(
+                f"is nested more than {untrusted.MAX_JSON_DEPTH} levels deep", code="too_deep"
+            ) from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise forms.ValidationError(f"Invalid JSON: {exc}", code="invalid_json") from None
         if not isinstance(value, dict):
             raise forms.ValidationError('must be a JSON object, e.g. {"tags": ["ops"]}', code="not_object")
         return value
@@ -188,13 +195,14 @@ class MemoryForm(forms.Form):
         """Create (through the write path) or edit; None with form errors when the domain refuses.
 
         Returns (memory, created): created is False when the write merged into a duplicate or
-        when this was an edit.
+        when this was an edit. One transaction: whatever fails undoes all of it.
         """
         try:
-            if self.memory is None:
-                return writing.write(actor=actor, **self.domain_fields())
-            self.memory.edit(actor=actor, reason=self.cleaned_data.get("reason", ""), **self.domain_fields())
-            return self.memory, False
+            with transaction.atomic():
+                if self.memory is None:
+                    return writing.write(actor=actor, **self.domain_fields())
+                self.memory.edit(actor=actor, reason=self.cleaned_data.get("reason", ""), **self.domain_fields())
+                return self.memory, False
         except rules.MemoryValidationError as exc:
             self.add_domain_errors(exc.errors)
         except ConflictError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from memoryui import rules
+from memoryui import rules, untrusted
 from memoryui.models import ConflictError, Message, Transcript
 
 ROLES = tuple(Message.Role.values)
@@ -23,6 +23,8 @@ SOURCES = ("user", "internal", "banner", "repair", "compaction")
 MAX_MESSAGES = 5000
 MAX_CONTENT_CHARS = 200_000
 MAX_TITLE_CHARS = 200
+MAX_TOOL_CALL_CHARS = 200  # a tool call's name and id; Message.tool_call_id has the same max_length
+PROBLEMS_SHOWN = 20
 _TOP_LEVEL = {"id", "scope", "title", "metadata", "messages"}
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "channel", "source", "created_at"}
 
@@ -67,6 +69,14 @@ def clean_transcript(data) -> dict:
 
     if not isinstance(data, dict):
         raise TranscriptError({"transcript": [f"must be a JSON object, got {type(data).__name__}"]})
+    # Strings no text can store (a lone surrogate, a NUL) and nesting too deep, anywhere in it,
+    # named as the API names them (`messages[2].content`); the checks below never see them.
+    for where, reason in untrusted.json_problems(data):
+        if len(errors) >= PROBLEMS_SHOWN:
+            break
+        problem(where.removeprefix("$").removeprefix(".") or "transcript", reason)
+    if errors:
+        raise TranscriptError(errors)
     for key in sorted(set(data) - _TOP_LEVEL):
         problem(str(key), f"is not a transcript field; use {', '.join(sorted(_TOP_LEVEL))}")
     clean: dict = {}
@@ -129,7 +139,7 @@ def _clean_message(message, where: str, problem) -> dict | None:
     if role == "user" and not content.strip():
         problem(f"{where}.content", "a user message needs content")
     strings = {}
-    for name, limit in (("tool_call_id", 200), ("channel", 40), ("source", 40)):
+    for name, limit in (("tool_call_id", MAX_TOOL_CALL_CHARS), ("channel", 40), ("source", 40)):
         value = message.get(name) or ""
         if not isinstance(value, str) or len(value) > limit:
             problem(f"{where}.{name}", f"must be a string of at most {limit} characters")
@@ -173,7 +183,12 @@ def _clean_tool_calls(value, where: str, problem) -> list[dict]:
         if not isinstance(call_id, str):
             problem(f"{where}[{n}].id", "must be a string")
             continue
-        calls.append({"id": call_id, "name": call["name"].strip(), "arguments": arguments})
+        name = call["name"].strip()
+        too_long = [(key, text) for key, text in (("name", name), ("id", call_id)) if len(text) > MAX_TOOL_CALL_CHARS]
+        for key, text in too_long:
+            # Kept in the list all the same, so the message is not also said to make no call.
+            problem(f"{where}[{n}].{key}", f"is {len(text)} characters; at most {MAX_TOOL_CALL_CHARS}")
+        calls.append({"id": call_id, "name": name, "arguments": arguments})
     return calls
 
 

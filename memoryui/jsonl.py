@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, connections, models, router, transaction
+from django.db import DataError, IntegrityError, connections, models, router, transaction
 from django.utils import timezone
 
-from memoryui import rules
+from memoryui import rules, untrusted
 from memoryui.models import Memory, MemoryEvent, queue_index_sync
 from memoryui.reports import Report
 
@@ -38,6 +40,8 @@ _RESTORE_FIELDS = frozenset(
 )
 MAX_ACCESS_COUNT = 2**31 - 1  # what a PositiveIntegerField holds on every backend
 _TIMESTAMPS = ("created_at", "updated_at", "accessed_at", "expires_at", "tombstoned_at")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_PROBLEMS_SHOWN = 3  # a line's problems named in its error; the rest are counted
 
 
 # --- parsing and validation (no database) --------------------------------------------------
@@ -74,7 +78,7 @@ def parse_record(data: dict, *, scope: str | None = None) -> dict:
             continue
         try:
             value = rules.parse_datetime_value(data[name])
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             errors.setdefault(name, []).append(str(exc))
             continue
         if value is not None or name in ("accessed_at", "tombstoned_at"):
@@ -112,16 +116,66 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return number
+
+
 def _load_line(raw: str) -> dict:
+    """The line's object, or ValueError saying why it is not one a memory can be made of.
+
+    Every string (keys included) must be storable as text and nesting is limited
+    (memoryui.untrusted); the error names the JSON path of each problem.
+    """
     try:
-        data = json.loads(raw, parse_constant=_reject_constant)
+        data = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:  # nested deeper than the parser's recursion allows
+        data = _truncated_at_depth_limit(raw)
     except json.JSONDecodeError as exc:
         raise ValueError(f"malformed JSON: {exc.msg} (column {exc.colno})") from None
     except ValueError as exc:
         raise ValueError(f"malformed JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"not a JSON object (got {_JSON_TYPE_NAMES.get(type(data), 'null')})")
+    problems = [f"{where}: {reason}" for where, reason in islice(untrusted.json_problems(data), _PROBLEMS_SHOWN + 1)]
+    if len(problems) > _PROBLEMS_SHOWN:
+        problems[_PROBLEMS_SHOWN:] = ["(and more)"]
+    if problems:
+        raise ValueError("; ".join(problems))
     return data
+
+
+def _truncated_at_depth_limit(raw: str) -> object:
+    """The value of a line too deep to parse, cut where its nesting first passes
+    untrusted.MAX_JSON_DEPTH (an empty array in its place), so the check names that path.
+
+    ValueError if the line is not JSON up to that point either.
+    """
+    closers: list[str] = []
+    in_string = escaped = False
+    for offset, char in enumerate(raw):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            if len(closers) == untrusted.MAX_JSON_DEPTH:
+                # A bracket only opens a value: put the empty array there and close what is open.
+                try:
+                    return json.loads(raw[:offset] + "[]" + "".join(reversed(closers)))
+                except (ValueError, RecursionError):
+                    break
+            closers.append("]" if char == "[" else "}")
+        elif char in "]}" and closers:
+            closers.pop()
+    raise ValueError(f"malformed JSON: nested too deeply (the limit is {untrusted.MAX_JSON_DEPTH} levels)")
 
 
 def parse_lines(lines: Iterable[bytes | str], *, scope: str | None = None) -> tuple[list[tuple[int, dict]], list[dict]]:
@@ -301,9 +355,13 @@ def _entity_key_holders(keys: set[str]) -> dict[tuple[str, str], tuple[uuid.UUID
 
 
 def _plan(
-    valid: list[tuple[int, dict]], *, dedup: bool, scope_override: bool, now: datetime
+    valid: list[tuple[int, dict]], *, dedup: bool, scope_override: bool, allow_move: bool, now: datetime
 ) -> tuple[list[_Step], list[dict]]:
-    """Decide what each valid line does, checking it against the database and earlier lines."""
+    """Decide what each valid line does, checking it against the database and earlier lines.
+
+    A line never moves an existing memory to another scope unless `allow_move`: a scope is
+    an agent's or a user's memory, and a move is not what a restore is expected to do.
+    """
     existing = _existing_by_id([fields["id"] for _, fields in valid if "id" in fields])
     holders = _entity_key_holders({fields["entity_key"] for _, fields in valid if fields.get("entity_key")})
     steps: list[_Step] = []
@@ -311,12 +369,14 @@ def _plan(
     for number, fields in valid:
         current = existing.get(fields.get("id"))
         if current is not None:
-            if scope_override and current.scope != fields["scope"]:
+            if current.scope != fields["scope"] and not allow_move:
+                says = f"--scope says {fields['scope']}" if scope_override else f"the line says {fields['scope']}"
                 errors.append(
                     {
                         "line": number,
-                        "error": f"id: {current.pk} already exists in {current.scope}; --scope would move it "
-                        "(remove the ids to import a copy)",
+                        "error": f"memory {current.pk} exists in scope {current.scope}; {says}; "
+                        "pass --allow-move to move it"
+                        + (" (or remove the ids to import a copy)" if scope_override else ""),
                     }
                 )
                 continue
@@ -363,6 +423,9 @@ def _plan(
 
 def _apply_update(step: _Step, *, actor: str, batch: uuid.UUID, now: datetime) -> None:
     memory, changes = step.memory, dict(step.changes)
+    reason = "re-imported with changes"
+    if "scope" in changes:
+        reason = f"re-imported with changes, moved from {memory.scope} to {changes['scope']} (--allow-move)"
     before = memory.snapshot(list(changes))
     for name, value in changes.items():
         setattr(memory, name, value)
@@ -373,13 +436,13 @@ def _apply_update(step: _Step, *, actor: str, batch: uuid.UUID, now: datetime) -
         changes["updated_at"] = memory.updated_at = now
     Memory.objects.filter(pk=memory.pk).update(**changes)
     queue_index_sync([memory.pk])
-    memory.record("edited", actor=actor, before=before, after=after, reason="re-imported with changes", batch=batch)
+    memory.record("edited", actor=actor, before=before, after=after, reason=reason, batch=batch)
 
 
 def _write(steps: list[_Step], report: ImportReport, *, atomic: bool, actor: str, now: datetime) -> None:
     """Carry out the plan; each line all-or-nothing (savepoints), the whole file if `atomic`."""
 
-    def line_failed(step: _Step, exc: IntegrityError) -> None:
+    def line_failed(step: _Step, exc: IntegrityError | DataError) -> None:
         report.errors.append({"line": step.line, "error": f"rejected by the database: {exc}"})
         if atomic:
             raise _Rollback
@@ -392,19 +455,19 @@ def _write(steps: list[_Step], report: ImportReport, *, atomic: bool, actor: str
                 with transaction.atomic():
                     _apply_update(step, actor=actor, batch=report.batch, now=now)
                 report.updated += 1
-            except IntegrityError as exc:
+            except (IntegrityError, DataError) as exc:
                 line_failed(step, exc)
         creates = [s for s in chunk if s.action == "create"]
         try:
             with transaction.atomic():
                 report.imported += insert_memories([s.memory for s in creates], actor=actor, batch=report.batch)
-        except IntegrityError:
+        except (IntegrityError, DataError):
             # Validation should have caught it (a concurrent writer?): find the lines, keep the rest.
             for step in creates:
                 try:
                     with transaction.atomic():
                         report.imported += insert_memories([step.memory], actor=actor, batch=report.batch)
-                except IntegrityError as exc:
+                except (IntegrityError, DataError) as exc:
                     line_failed(step, exc)
         for step in (s for s in chunk if s.action == "dedup"):
             try:
@@ -419,7 +482,7 @@ def _write(steps: list[_Step], report: ImportReport, *, atomic: bool, actor: str
                         report.merged += 1
                     else:
                         report.imported += insert_memories([memory], actor=actor, batch=report.batch)
-            except IntegrityError as exc:
+            except (IntegrityError, DataError) as exc:
                 line_failed(step, exc)
         report.skipped += sum(1 for s in chunk if s.action == "skip")
 
@@ -430,6 +493,7 @@ def import_lines(
     scope: str | None = None,
     atomic: bool = False,
     dedup: bool = False,
+    allow_move: bool = False,
     actor: str = IMPORT_ACTOR,
 ) -> ImportReport:
     """Import memory JSONL: validate the whole input first, then write inside one transaction.
@@ -437,7 +501,8 @@ def import_lines(
     By default a restore is faithful: duplicates are kept, ids and timestamps preserved.
     With `dedup`, each new active line goes through the write path's dedup layers (same
     text or entity key in the scope → merged into the existing memory). A line whose id
-    exists is skipped when identical and updated in place (an `edited` event) otherwise.
+    exists is skipped when identical and updated in place (an `edited` event) otherwise; one in
+    another scope than the line's (or `scope`) is an error unless `allow_move`, which moves it.
     Bad lines are reported with their numbers; with `atomic`, any error writes nothing.
     Raises rules.ScopeError for a bad `scope`.
     """
@@ -448,7 +513,7 @@ def import_lines(
     report = ImportReport(errors=errors)
     if atomic and errors:
         return report
-    steps, plan_errors = _plan(valid, dedup=dedup, scope_override=scope is not None, now=now)
+    steps, plan_errors = _plan(valid, dedup=dedup, scope_override=scope is not None, allow_move=allow_move, now=now)
     report.errors = sorted(errors + plan_errors, key=lambda error: error["line"])
     if atomic and report.errors:
         return report
@@ -488,7 +553,13 @@ def export_lines(*, scope: str | None = None, include_tombstoned: bool = False) 
     if not include_tombstoned:
         memories = memories.active()
     for memory in memories.iterator(chunk_size=2000):
-        yield json.dumps(memory_record(memory), ensure_ascii=False, sort_keys=True) + "\n"
+        record = memory_record(memory)
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True)
+        if _SURROGATE.search(line):
+            # UTF-8 cannot hold a lone surrogate (a row stored before the input checks): the
+            # ASCII-escaped line is the same JSON and valid UTF-8, so the export is never lost.
+            line = json.dumps(record, ensure_ascii=True, sort_keys=True)
+        yield line + "\n"
 
 
 def write_export(path: str | os.PathLike, lines: Iterable[str]) -> int:

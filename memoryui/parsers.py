@@ -2,8 +2,59 @@
 
 from __future__ import annotations
 
-from rest_framework import parsers
+from rest_framework import exceptions, parsers
+
+from memoryui import untrusted
+
+# A body with thousands of bad strings is answered with the first of them, not a list as long.
+PROBLEMS_SHOWN = 20
+PATH_MAX_CHARS = 200
+BODY = "body"
+
+
+class UnstorableBody(exceptions.ParseError):
+    """A body that parsed as JSON but holds what cannot be stored: 400 `invalid` with `details`
+    naming each place (memoryui.rest.exception_handler answers it)."""
+
+    def __init__(self, message: str, details: dict[str, list[str]]):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+def field_path(json_path: str) -> str:
+    """A JSON path of `untrusted.json_problems` as the API's error details name it: relative to
+    the body (`$.metadata.k` is `metadata.k`, `$.messages[0].content` is `messages[0].content`),
+    and the body itself is `body`."""
+    path = json_path.removeprefix("$").removeprefix(".") or BODY
+    return path if len(path) <= PATH_MAX_CHARS else path[: PATH_MAX_CHARS - 1] + "…"
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser (checks of untrusted input to come)."""
+    """DRF's JSON parser, refusing at the boundary what no endpoint can store (`memoryui.untrusted`).
+
+    A body whose strings (values or keys, at any depth) hold a lone UTF-16 surrogate ("\\udfff" is
+    valid JSON) or a NUL, or that is nested more than MAX_JSON_DEPTH levels, is a 400 before any
+    view reads it: nothing is written, whichever endpoint it was for. The error details are keyed
+    by the place in the body, written as the field it names: `text`, `metadata.k`,
+    `messages[2].tool_calls[0].name`; `body` is the body as a whole (nesting so deep that the JSON
+    decoder itself gives up). Each names its reason; the message repeats the first one.
+    """
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            # Thousands of levels exhaust the decoder's recursion before any check could run.
+            reason = f"is nested more than {untrusted.MAX_JSON_DEPTH} levels deep"
+            raise UnstorableBody(f"Invalid input: the {BODY} {reason}.", {BODY: [reason]}) from None
+        details: dict[str, list[str]] = {}
+        for where, reason in untrusted.json_problems(data):
+            if len(details) >= PROBLEMS_SHOWN:
+                break
+            details.setdefault(field_path(where), []).append(reason)
+        if details:
+            first, reasons = next(iter(details.items()))
+            more = f" ({len(details) - 1} more places in details)" if len(details) > 1 else ""
+            raise UnstorableBody(f"Invalid input: {first} {reasons[0]}{more}.", details)
+        return data

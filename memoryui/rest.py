@@ -10,7 +10,8 @@ import logging
 
 from django.conf import settings
 from django.core import signals
-from django.db import InterfaceError, OperationalError
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError, transaction
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, permissions, status
 from rest_framework.renderers import JSONRenderer
@@ -20,6 +21,7 @@ from rest_framework.views import set_rollback
 
 from memoryui import rules
 from memoryui.models import ApiToken, ConflictError
+from memoryui.parsers import UnstorableBody
 from memoryui.serializers import ErrorSerializer
 from searchindex.documents import IndexUnavailable
 from searchindex.search import SearchError
@@ -77,6 +79,15 @@ def _json_error(status_code: int, message: str, details: dict | None = None) -> 
     return Response(error_body(status_code, message, details), status=status_code)
 
 
+def too_large_message() -> str:
+    """Why a body over DATA_UPLOAD_MAX_MEMORY_SIZE is refused, for the API and the pages alike."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return (
+        f"The request body is larger than the {limit:,} bytes this server accepts (DATA_UPLOAD_MAX_MEMORY_SIZE); "
+        "send less at once, e.g. a long transcript in parts (posting it again adds only the new messages)."
+    )
+
+
 def exception_handler(exc, context):
     """Every API error as {"error": {"code", "message", "details"}}, never an HTML page."""
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
@@ -85,8 +96,11 @@ def exception_handler(exc, context):
         response["WWW-Authenticate"] = 'Bearer realm="api"'
         response.data = error_body(401, str(exc.detail))
         return response
-    if isinstance(exc, ApiError):
+    if isinstance(exc, ApiError | UnstorableBody):
         return _json_error(exc.status_code, exc.message, exc.details)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _json_error(413, too_large_message(), {"body": [f"is larger than {limit} bytes"]})
     if isinstance(exc, rules.MemoryValidationError):
         return _json_error(400, _invalid_message(exc.errors), exc.errors)
     if isinstance(exc, ConflictError):
@@ -193,6 +207,29 @@ def choice_param(name: str, value: str, choices: tuple[str, ...], problems: dict
 
 
 # --- views ---------------------------------------------------------------------------------
+
+
+class WriteTransactionMixin:
+    """One transaction for each request that may write (POST, PUT, PATCH, DELETE), its answer
+    rendered inside it: an error answer, or an answer that cannot be rendered, rolls back all the
+    request wrote, and the work queued with `transaction.on_commit` (index sync, tasks) runs only
+    for what was kept.
+
+    Not ATOMIC_REQUESTS: with SQLite's BEGIN IMMEDIATE every request, reads included, would hold
+    the database's write lock for as long as it runs (a search embeds, a recall may wait for the
+    LLM), and a panel could no longer degrade alone when the database errs.
+    """
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.method in permissions.SAFE_METHODS:
+            return super().dispatch(request, *args, **kwargs)
+        with transaction.atomic():
+            response = super().dispatch(request, *args, **kwargs)
+            if response.status_code >= 400:
+                transaction.set_rollback(True)
+            elif hasattr(response, "render"):
+                response.render()
+        return response
 
 
 class JsonErrorsMixin:

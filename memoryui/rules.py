@@ -10,9 +10,12 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from itertools import islice
 
 from django.db.models import TextChoices
+
+from memoryui import untrusted
 
 
 class Kind(TextChoices):
@@ -112,7 +115,10 @@ def normalize_scope(raw: str) -> str:
     """
     if raw is None:
         raise ScopeError("scope is required")
-    value = unicodedata.normalize("NFKC", str(raw)).strip()
+    if not isinstance(raw, str):
+        # A number is not a scope: 123 would silently become agent:123.
+        raise ScopeError(f"scope must be a string, got {type(raw).__name__}")
+    value = unicodedata.normalize("NFKC", raw).strip()
     if not value:
         raise ScopeError("scope is required")
     if len(value) > SCOPE_MAX_LENGTH:
@@ -156,7 +162,11 @@ def normalize_entity_key(raw: str | None) -> str | None:
     """Return `type:value` with the type lower-cased and the value NFKC-trimmed, or None."""
     if raw is None:
         return None
-    value = unicodedata.normalize("NFKC", str(raw)).strip()
+    if not isinstance(raw, str):
+        raise EntityKeyError(f"entity_key must be a string, got {type(raw).__name__}")
+    if problem := untrusted.string_problem(raw):
+        raise EntityKeyError(f"entity_key {problem}")
+    value = unicodedata.normalize("NFKC", raw).strip()
     if not value:
         return None
     if len(value) > ENTITY_KEY_MAX_LENGTH:
@@ -375,7 +385,8 @@ def semantic_link(
 
 
 def parse_datetime_value(value) -> datetime | None:
-    """Accept None, an aware datetime, or an ISO 8601 string with a time zone."""
+    """Accept None, an aware datetime, or an ISO 8601 string with a time zone; ValueError otherwise,
+    also for a time that exists in no UTC year (0001-01-01T00:00:00+14:00 is in year 0)."""
     if value in (None, ""):
         return None
     if isinstance(value, datetime):
@@ -389,6 +400,11 @@ def parse_datetime_value(value) -> datetime | None:
         raise ValueError("must be an ISO 8601 date-time string")
     if parsed.tzinfo is None:
         raise ValueError(f"{value!r} has no time zone; add Z or +00:00")
+    try:
+        # Stored and compared in UTC: a time that has no UTC year 1..9999 cannot be either.
+        parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{str(value)[:60]!r} is out of range: in UTC it falls outside the years 1 to 9999") from None
     return parsed
 
 
@@ -422,11 +438,20 @@ def _choice(name: str, value, choices: tuple[str, ...], errors: dict[str, list[s
     return value
 
 
-def clean_memory_fields(data: dict, *, partial: bool = False, text_max_length: int = 4000) -> dict:
+# Memory fields whose null means something (no entity key, no expiry); the others have no null.
+NULLABLE_FIELDS = ("entity_key", "expires_at")
+METADATA_PROBLEMS_SHOWN = 5
+
+
+def clean_memory_fields(
+    data: dict, *, partial: bool = False, text_max_length: int = 4000, refuse_null: bool = False
+) -> dict:
     """Validate and normalize the writable fields of a memory; raise MemoryValidationError.
 
     With `partial`, only the fields present are checked (an edit); otherwise scope, kind and
-    text are required. Unknown keys are not accepted silently: they are errors.
+    text are required. Unknown keys are not accepted silently: they are errors. With
+    `refuse_null` (the API's JSON), null is an error for every field but NULLABLE_FIELDS;
+    otherwise a None is read as "not given" (the write path's callers pass it for "by the rules").
     """
     known = {
         "scope", "kind", "text", "tier", "importance", "confidence", "pinned", "status",
@@ -436,9 +461,14 @@ def clean_memory_fields(data: dict, *, partial: bool = False, text_max_length: i
     clean: dict = {}
     for key in sorted(set(data) - known):
         errors.setdefault(key, []).append("is not a memory field")
+    nulls: set[str] = set()
+    if refuse_null:
+        nulls = {key for key in known - set(NULLABLE_FIELDS) if key in data and data[key] is None}
+        for key in sorted(nulls):
+            errors.setdefault(key, []).append("may not be null; leave it out instead")
     if not partial:
         for key in ("scope", "kind", "text"):
-            if data.get(key) in (None, ""):
+            if data.get(key) in (None, "") and key not in nulls:
                 errors.setdefault(key, []).append("is required")
     if data.get("scope") not in (None, ""):
         try:
@@ -450,10 +480,16 @@ def clean_memory_fields(data: dict, *, partial: bool = False, text_max_length: i
     if "text" in data and data["text"] is not None:
         if not isinstance(data["text"], str):
             errors.setdefault("text", []).append("must be a string")
+        elif problem := untrusted.string_problem(data["text"]):
+            errors.setdefault("text", []).append(problem)
         else:
             text = data["text"].strip()
             if not text:
                 errors.setdefault("text", []).append("must not be empty")
+            elif not untrusted.is_visible(text):
+                errors.setdefault("text", []).append(
+                    "must hold visible text, not only spaces, zero-width or control characters"
+                )
             elif len(text) > text_max_length:
                 errors.setdefault("text", []).append(f"is {len(text)} characters; the limit is {text_max_length}")
             else:
@@ -477,6 +513,8 @@ def clean_memory_fields(data: dict, *, partial: bool = False, text_max_length: i
     if data.get("metadata") is not None:
         if not isinstance(data["metadata"], dict):
             errors.setdefault("metadata", []).append("must be a JSON object")
+        elif problems := list(islice(untrusted.json_problems(data["metadata"], "metadata"), METADATA_PROBLEMS_SHOWN)):
+            errors.setdefault("metadata", []).extend(f"{where} {reason}" for where, reason in problems)
         else:
             clean["metadata"] = data["metadata"]
     if "expires_at" in data:

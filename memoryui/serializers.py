@@ -25,14 +25,37 @@ def as_plain_dict(data) -> dict:
     return data.dict() if hasattr(data, "dict") else dict(data)
 
 
+def not_strings(fields: Mapping[str, serializers.Field], data: Mapping) -> dict[str, list[str]]:
+    """Where a text field (or a list of texts) of `fields` was given something else than a string.
+
+    DRF's CharField turns a number into its digits: `"scope": 123` would become the scope
+    agent:123. Text is only ever taken from a JSON string.
+    """
+    problems: dict[str, list[str]] = {}
+    for name, field in fields.items():
+        value = data.get(name)
+        if field.read_only or value is None:
+            continue  # absent, or null (which the field's allow_null decides)
+        if isinstance(field, serializers.CharField) and not isinstance(value, str):
+            problems[name] = [f"must be a string, got {type(value).__name__}"]
+        elif isinstance(field, serializers.ListField) and isinstance(field.child, serializers.CharField):
+            bad = [i for i, item in enumerate(value) if not isinstance(item, str)] if isinstance(value, list) else []
+            if bad:
+                problems[name] = [f"item {i} must be a string, got {type(value[i]).__name__}" for i in bad[:5]]
+    return problems
+
+
 class StrictSerializer(serializers.Serializer):
-    """Rejects keys it does not declare instead of dropping them silently."""
+    """Rejects keys it does not declare instead of dropping them silently, and anything but a
+    string where it takes text."""
 
     def to_internal_value(self, data):
         data = as_plain_dict(data)
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
             raise serializers.ValidationError({name: ["is not an accepted field"] for name in unknown})
+        if problems := not_strings(self.fields, data):
+            raise serializers.ValidationError(problems)
         return super().to_internal_value(data)
 
 
@@ -65,7 +88,9 @@ class MemoryWriteResultSerializer(MemorySerializer):
 
 
 class MemoryInputSerializer(serializers.Serializer):
-    """Writable memory fields. On create scope, kind and text are required; on PATCH nothing is."""
+    """Writable memory fields. On create scope, kind and text are required; on PATCH nothing is.
+    Only entity_key and expires_at take null (no key, no expiry); a null anywhere else is refused,
+    never read as "unchanged"."""
 
     scope = serializers.CharField(help_text="e.g. agent:main, user:42, global; a bare id means agent:<id>.")
     kind = serializers.ChoiceField(choices=Memory.Kind.choices)
@@ -77,14 +102,19 @@ class MemoryInputSerializer(serializers.Serializer):
     confidence = serializers.FloatField(min_value=0, max_value=1, required=False)
     pinned = serializers.BooleanField(required=False)
     source = serializers.ChoiceField(choices=Memory.Source.choices, required=False)
-    entity_key = serializers.CharField(required=False, allow_null=True, help_text="type:value, e.g. phone:186…")
+    entity_key = serializers.CharField(
+        required=False, allow_null=True, help_text="type:value, e.g. phone:186…; null removes the key."
+    )
     metadata = serializers.DictField(required=False)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 
     def to_internal_value(self, data):
         try:
             return rules.clean_memory_fields(
-                as_plain_dict(data), partial=self.partial, text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH
+                as_plain_dict(data),
+                partial=self.partial,
+                text_max_length=settings.MEMORYUI_TEXT_MAX_LENGTH,
+                refuse_null=True,
             )
         except rules.MemoryValidationError as exc:
             raise serializers.ValidationError(exc.errors) from None

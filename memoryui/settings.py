@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
+
+from memoryui import security
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -38,7 +43,7 @@ def env_float(name: str, default: float | None) -> float | None:
 
 
 DATA_DIR = Path(env_str("MEMORYUI_DATA_DIR", str(BASE_DIR / "var"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+security.private_data_dir(DATA_DIR)  # 0700: it holds every memory and the secret key
 
 
 def _secret_key() -> str:
@@ -54,7 +59,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-DEBUG = env_bool("DJANGO_DEBUG", False)
+# The production switch (see "Production switch and limits" below); it keeps DEBUG off.
+DJANGO_SECURE = env_bool("DJANGO_SECURE", False)
+DEBUG = env_bool("DJANGO_DEBUG", False) and not DJANGO_SECURE
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 
 INSTALLED_APPS = [
@@ -69,6 +76,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
+    "csp",
     "memoryui",
     "searchindex",
     "recall",
@@ -76,6 +85,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -84,6 +94,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires: turns a lockout into its page
 ]
 
 ROOT_URLCONF = "memoryui.urls"
@@ -118,6 +129,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Mode 0600 before SQLite creates the file: its -wal and -shm journals take the file's mode.
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        security.private_sqlite_file(Path(DATABASES["default"]["NAME"]))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -145,6 +159,95 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie.
 # A stale CSRF token gets the JSON error shape (API) or a page that says what happened (UI).
 CSRF_FAILURE_VIEW = "memoryui.views.csrf_failure"
+# The largest request body read (JSON or form fields), in bytes; a larger one is answered 413
+# (the JSON error shape under /api/, an error page elsewhere). Django's default is 2.5 MB; a
+# whole transcript posted at once can be larger (longer ones can be posted in parts).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+
+# --- Production switch and limits -----------------------------------------------------------
+# DJANGO_SECURE=1 is the one switch for a deployment served over HTTPS: plain HTTP is redirected,
+# browsers are told to use HTTPS only for a year (HSTS, subdomains included, preload-ready), the
+# session and CSRF cookies travel over HTTPS only, and DEBUG stays off whatever DJANGO_DEBUG says.
+# Off by default, so `make run` on http://127.0.0.1 works as it is. With it on, `manage.py check
+# --deploy` has nothing to say (the generated SECRET_KEY is strong; set DJANGO_ALLOWED_HOSTS).
+if DJANGO_SECURE:
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = 365 * 24 * 60 * 60
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+
+def _proxy_ssl_header(value: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto,https` (or `HTTP_X_FORWARDED_PROTO,https`) as Django's (META key, value)."""
+    if not value:
+        return None
+    name, _, expected = (part.strip() for part in value.partition(","))
+    if not name.upper().startswith("HTTP_"):
+        name = "HTTP_" + name.replace("-", "_")
+    return name.upper(), expected or "https"
+
+
+# Behind a proxy that terminates TLS, the header that tells Django the original request was HTTPS
+# (without it, DJANGO_SECURE=1 redirects forever). Only for a proxy that always sets or strips that
+# header: otherwise any client could claim HTTPS.
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(env_str("DJANGO_SECURE_PROXY_SSL_HEADER"))
+
+# Content-Security-Policy (django-csp): scripts and styles only from our own static files, no
+# inline scripts, handlers or style attributes (static/memoryui/app.js does that work). The one
+# inline script and style (Swagger UI at /api/docs/) carry a per-request nonce; the header names
+# the nonce only on a response that used it. Images may be data: URIs (Swagger UI's icons).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# Sign-in lockout (django-axes): after MEMORYUI_LOGIN_FAILURE_LIMIT wrong passwords for one username
+# from one address, that username is refused from that address for MEMORYUI_LOGIN_COOLOFF_MINUTES
+# (each new try during the lockout starts the wait again). Other users and addresses are not
+# affected, nor are API tokens, which never go through the password check. Behind a proxy every
+# client has the proxy's address: the lockout is then per username.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out sign-in before the password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("MEMORYUI_LOGIN_FAILURE_LIMIT", 5)
+# 0 minutes: locked until an admin runs `manage.py axes_reset_username` (axes' None, not a zero wait).
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("MEMORYUI_LOGIN_COOLOFF_MINUTES", 15)) or None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True  # a successful sign-in forgets the earlier failures
+AXES_LOCKOUT_CALLABLE = "memoryui.security.lockout_response"
+
+
+def _rate(value: str) -> str | None:
+    """A rate as DRF reads it (`600/minute`); `off` = no limit. A typo stops start-up, not each call."""
+    value = value.strip()
+    if value.lower() in {"", "off", "none"}:
+        return None
+    count, _, period = value.partition("/")
+    if not count.isdigit() or period[:1] not in {"s", "m", "h", "d"}:
+        raise ImproperlyConfigured(f"A rate is `<count>/<second|minute|hour|day>` or `off`, not {value!r}.")
+    return value
+
+
+# API rate limits, counted per API token (per user for session calls): MEMORYUI_API_RATE for every
+# call, and MEMORYUI_API_EXPENSIVE_RATE as well for recall and golden-set runs (they embed, search
+# and may call the LLM). `N/second|minute|hour|day`; `off` lifts a limit. Counts live in Django's
+# cache: each process's own memory by default, so with several processes a limit is per process
+# unless MEMORYUI_CACHE_URL names a Redis every process shares (e.g. redis://127.0.0.1:6379/1).
+MEMORYUI_API_RATE = _rate(env_str("MEMORYUI_API_RATE", "600/minute"))
+MEMORYUI_API_EXPENSIVE_RATE = _rate(env_str("MEMORYUI_API_EXPENSIVE_RATE", "60/minute"))
+if _cache_url := env_str("MEMORYUI_CACHE_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -160,6 +263,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "memoryui.pagination.MemoryPagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Per token (else per user): every call, and a lower rate for the expensive ones (memoryui.throttling).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "memoryui.throttling.ApiRateThrottle",
+        "memoryui.throttling.ExpensiveRateThrottle",
+    ],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -232,6 +340,8 @@ MEMORYUI_RECALL_TRACE_RATE = env_float("MEMORYUI_RECALL_TRACE_RATE", 0.1)
 # Background jobs. The embedded default needs no server: a SQLite broker file in the data dir,
 # consumed by the worker that `make run` starts beside the web server.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or f"sqla+sqlite:///{DATA_DIR / 'celery-broker.sqlite3'}"
+if _broker_file := security.sqlite_path_of_url(CELERY_BROKER_URL):
+    security.private_sqlite_file(_broker_file)  # 0600 before the broker creates it, as the database
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True  # outcomes are recorded in the database, not a result backend
@@ -242,6 +352,28 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # The queue memoryui's tasks go to and its worker consumes (a shared broker may serve others).
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "memoryui")
+# Index updates have a queue of their own, consumed by a worker of their own (Procfile), so bulk
+# work any client can queue (extraction, dedup, clean-up, calibration, decay) never delays making
+# a memory searchable. A worker started without -Q/-X consumes all three queues.
+MEMORYUI_INDEX_QUEUE = env_str("MEMORYUI_INDEX_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.index")
+MEMORYUI_BULK_QUEUE = env_str("MEMORYUI_BULK_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.bulk")
+CELERY_TASK_QUEUES = {name: {} for name in (CELERY_TASK_DEFAULT_QUEUE, MEMORYUI_INDEX_QUEUE, MEMORYUI_BULK_QUEUE)}
+CELERY_TASK_ROUTES = {
+    **dict.fromkeys(
+        ["recall.tasks.sync_index", "recall.tasks.repair_indexes", "recall.tasks.rebuild_indexes"],
+        {"queue": MEMORYUI_INDEX_QUEUE},
+    ),
+    **dict.fromkeys(
+        [
+            "memoryui.tasks.extract_transcript",
+            "memoryui.tasks.run_dedup",
+            "memoryui.tasks.run_cleanup_step",
+            "memoryui.tasks.decay_expired_memories",
+            "recall.tasks.calibrate_golden",
+        ],
+        {"queue": MEMORYUI_BULK_QUEUE},
+    ),
+}
 # Scheduled work (Celery beat; `make run` runs it inside the embedded worker with -B). Decay
 # tombstones expired peripheral memories every MEMORYUI_DECAY_INTERVAL_MINUTES (0 or off = never).
 MEMORYUI_DECAY_INTERVAL_MINUTES = env_float("MEMORYUI_DECAY_INTERVAL_MINUTES", 60.0) or 0.0

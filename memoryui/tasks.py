@@ -9,9 +9,10 @@ commits, so a worker never looks for a row it cannot see yet.
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import transaction
 
 from memoryui import cleanup, decay, dedup, extraction, merging, rollup
-from memoryui.background import Abandoned, TaskRunTask, enqueue
+from memoryui.background import Abandoned, TaskRunTask, dispatch, enqueue
 from memoryui.models import TaskRun, Transcript
 
 EXTRACT = "extract"
@@ -22,11 +23,32 @@ DEDUP = "dedup"
 
 def enqueue_extraction(transcript: Transcript, *, actor: str, l1: str = "auto", foreground: bool = False) -> TaskRun:
     """A TaskRun extracting `transcript` with the L1 mode `l1` (auto, always, off), sent to the worker
-    once this transaction commits, or run now with `foreground`."""
+    once this transaction commits, or run now with `foreground`.
+
+    One extraction of a transcript at a time: while one is queued or running, asking again (with
+    whatever `l1`) gives that run back, `reused` set, instead of queueing another. The transcript's
+    row lock (on SQLite, the write lock every transaction takes first: transaction_mode IMMEDIATE)
+    makes two requests at once see each other.
+    """
     if l1 not in extraction.L1_MODES:
         raise ValueError(f"l1 must be one of {', '.join(extraction.L1_MODES)}, got {l1!r}")
     params = {"transcript": str(transcript.pk), "scope": transcript.scope, "l1": l1}
-    return enqueue(extract_transcript, kind=EXTRACT, actor=actor, params=params, foreground=foreground)
+    with transaction.atomic():
+        Transcript.objects.select_for_update().filter(pk=transcript.pk).first()
+        run = extraction_in_progress(transcript)
+        if run is not None:
+            run.reused = True
+            return run
+        run = TaskRun.objects.create(kind=EXTRACT, actor=actor, params=params)
+    run.reused = False
+    # A foreground run starts once the row is committed: the transcript's lock is not held meanwhile.
+    return dispatch(extract_transcript, run, foreground=foreground)
+
+
+def extraction_in_progress(transcript: Transcript) -> TaskRun | None:
+    """The transcript's extraction that is queued or running, if there is one."""
+    active = [TaskRun.Status.QUEUED, TaskRun.Status.RUNNING]
+    return TaskRun.objects.filter(kind=EXTRACT, params__transcript=str(transcript.pk), status__in=active).first()
 
 
 @shared_task(

@@ -40,5 +40,6 @@ urlpatterns = [
     path("api/", include("memoryui.api_urls")),
 ]
 
+handler400 = "memoryui.views.bad_request"  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 there
 handler404 = "memoryui.views.not_found"
 handler500 = "memoryui.views.server_error"

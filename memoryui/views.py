@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -485,6 +486,23 @@ def not_found(request, exception=None):
             request, status=404, state="invalid", invalid=["Not found: this memory or page does not exist."]
         )
     return render(request, "memoryui/error.html", context, status=404)
+
+
+def bad_request(request, exception=None):
+    """handler400: a request Django refused before any view ran. A body larger than
+    DATA_UPLOAD_MAX_MEMORY_SIZE is a 413, anything else (too many form fields, a bad host) a 400:
+    the JSON error shape under /api/, a state for htmx, a plain page elsewhere."""
+    if isinstance(exception, RequestDataTooBig):
+        status, title, message = 413, "Too large", rest.too_large_message()
+    else:
+        status, title, message = 400, "Bad request", "This request could not be read. Go back and try again."
+    if _is_api(request):
+        return JsonResponse(rest.error_body(status, message, {"body": [message]}), status=status)
+    if web.wants_fragment(request):
+        return web.alert(request, status=status, state="invalid", invalid=[message], invalid_title=title)
+    # Rendered without the request, as server_error is: what made it unreadable may be in it (its host).
+    context = {"status": status, "title": title, "message": message}
+    return HttpResponse(loader.render_to_string("memoryui/error.html", context), status=status)
 
 
 def csrf_failure(request, reason: str = ""):

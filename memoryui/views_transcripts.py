@@ -64,11 +64,15 @@ def transcript_detail(request, pk):
 @web.login_required_htmx
 @require_POST
 def transcript_extract(request, pk):
-    """Queue the extraction (the dry run's Apply) and go to its task."""
+    """Queue the extraction (the dry run's Apply) and go to its task; with one queued or running
+    already, go to that one."""
     transcript = get_object_or_404(Transcript, pk=pk)
     with transaction.atomic():
         run = enqueue_extraction(transcript, actor=web.actor(request))
-    messages.success(request, "Extraction queued.")
+    if run.reused:
+        messages.info(request, f"This transcript's extraction is {run.status} already: here it is.")
+    else:
+        messages.success(request, "Extraction queued.")
     return redirect(run)
 
 

@@ -46,6 +46,8 @@ from searchindex.search import SearchError
 
 
 class RecallView(APIView):
+    throttle_scope = "expensive"  # MEMORYUI_API_EXPENSIVE_RATE as well (memoryui.throttling)
+
     @extend_schema(
         summary="Recall memories for an agent's turn",
         description=(
@@ -281,6 +283,7 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
     pagination_class = None
     lookup_value_converter = "int"
     queryset = GoldenSet.objects.all()
+    throttle_scope = None  # `run` is "expensive" (memoryui.throttling); the rest count as any call
 
     def get_queryset(self):
         scopes = rest.visible_scopes(self.request)
@@ -361,7 +364,7 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
         request=GoldenRunRequestSerializer,
         responses={200: GoldenRunSerializer, **rest.errors(400, 401, 404, 503)},
     )
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], throttle_scope="expensive")
     def run(self, request, pk):
         golden_set = self.get_object()
         body = GoldenRunRequestSerializer(data=request.data or {})

@@ -12,6 +12,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from memoryui.models.fields import StoredJSONDecoder
 from recall.knobs import RecallSettings
 from searchindex.defaults import active_defaults
 from searchindex.fusion import SettingsError
@@ -43,12 +44,17 @@ class RecallProfile(models.Model):
         validators=[RegexValidator(r"^[a-z0-9][a-z0-9._-]*$", "use lower-case letters, digits, '.', '_' and '-'")],
     )
     description = models.TextField(blank=True)
-    knobs = models.JSONField(default=dict, blank=True, help_text="knobs that differ from the built-in defaults")
+    knobs = models.JSONField(
+        decoder=StoredJSONDecoder, default=dict, blank=True, help_text="knobs that differ from the built-in defaults"
+    )
     embedder = models.CharField(
         max_length=200, blank=True, help_text="the embedder the knobs were calibrated for (blank: not calibrated)"
     )
     calibration = models.JSONField(
-        default=dict, blank=True, help_text="the last calibration: golden sets, metrics before and after"
+        decoder=StoredJSONDecoder,
+        default=dict,
+        blank=True,
+        help_text="the last calibration: golden sets, metrics before and after",
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -89,15 +95,17 @@ class RecallTrace(models.Model):
     actor = models.CharField(max_length=200)
     scope = models.CharField(max_length=200, db_index=True)
     query = models.TextField()
-    tools = models.JSONField(default=list, blank=True)
+    tools = models.JSONField(decoder=StoredJSONDecoder, default=list, blank=True)
     limit = models.PositiveSmallIntegerField()
     profile = models.ForeignKey(RecallProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     profile_name = models.CharField(max_length=64)
-    knobs = models.JSONField(default=dict, help_text="every knob the recall ran with")
+    knobs = models.JSONField(decoder=StoredJSONDecoder, default=dict, help_text="every knob the recall ran with")
     mode = models.CharField(max_length=10)
     fallback_reason = models.TextField(blank=True)
-    selected_ids = models.JSONField(default=list)
-    result = models.JSONField(help_text="the recall as its API answer: candidates, decisions, block, timings")
+    selected_ids = models.JSONField(decoder=StoredJSONDecoder, default=list)
+    result = models.JSONField(
+        decoder=StoredJSONDecoder, help_text="the recall as its API answer: candidates, decisions, block, timings"
+    )
     note = models.TextField(blank=True)
 
     class Meta:
@@ -169,9 +177,14 @@ class GoldenSet(models.Model):
 class GoldenQuery(models.Model):
     golden_set = models.ForeignKey(GoldenSet, on_delete=models.CASCADE, related_name="queries")
     query = models.TextField()
-    tools = models.JSONField(default=list, blank=True, help_text="recent tools, most recent last")
+    tools = models.JSONField(
+        decoder=StoredJSONDecoder, default=list, blank=True, help_text="recent tools, most recent last"
+    )
     expected_ids = models.JSONField(
-        default=list, blank=True, help_text="memory ids recall should return; empty: it should return nothing"
+        decoder=StoredJSONDecoder,
+        default=list,
+        blank=True,
+        help_text="memory ids recall should return; empty: it should return nothing",
     )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -20,7 +20,9 @@ from searchindex.fusion import SettingsError
 MAX_TOOLS_SENT = 200
 
 
-class RecallRequestSerializer(serializers.Serializer):
+class RecallRequestSerializer(StrictSerializer):
+    """An agent's recall request: an unknown key (a misspelt `tool`) is a 400, not ignored."""
+
     query = serializers.CharField(
         allow_blank=True,
         trim_whitespace=False,

@@ -28,6 +28,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from memoryui import untrusted
 from memoryui.models import Memory
 from searchindex.anchors import anchor_similarities, script_of
 from searchindex.answerability import Answer, judge
@@ -158,10 +159,14 @@ class SearchResult:
 
 
 def clean_query(query: str | None) -> tuple[str, list[str]]:
-    """The query as searched, and what was changed about it; SearchError when there is none."""
+    """The query as searched, and what was changed about it; SearchError (naming `q`) when there is
+    none, or when it holds a NUL or a lone surrogate, which no index or page can hold."""
     if query is None or not str(query).strip():
         raise SearchError("q", "The query is empty: type some words, a name, a number or an id to search for.")
-    text = " ".join(str(query).replace("\x00", " ").split())
+    query = str(query)
+    if problem := untrusted.string_problem(query):
+        raise SearchError("q", f"The query {problem}.")
+    text = " ".join(query.split())
     notices = []
     if len(text) > MAX_QUERY_CHARS:
         notices.append(f"query truncated from {len(text)} to {MAX_QUERY_CHARS} characters")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache
 from django.test import Client
 
 from memoryui import writing
@@ -66,6 +67,15 @@ def make_memory():
 def _fast_password_hashing(settings):
     # Real hashers cost ~0.3 s a user; tests that create users don't test hashing.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    # Throttle counts live in the cache, and user and token ids are reused after a rollback:
+    # one test's requests must not count against the next one's limits.
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture(autouse=True)

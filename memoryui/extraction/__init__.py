@@ -19,8 +19,11 @@ and each user message records what became of it: added as which kind and tier (a
 merged into which memory (by which dedup layer, at what similarity), or skipped and why. A dry
 run takes the same decisions against the current store and writes nothing.
 
-Extraction is idempotent per run: a message records the run that processed it in the same
-transaction as its memories, so a run retried after its worker died skips what it had done.
+Extraction is idempotent: a message records the run that processed it in the same transaction
+as its memories, so a run retried after its worker died skips what it had done; and a later run
+finding again a fact the message already gave (the same memory, by any dedup layer) skips it
+instead of merging it into that memory once more: one message is one source, however often its
+transcript is extracted. The same fact from another message or transcript merges (and counts).
 """
 
 from __future__ import annotations
@@ -166,8 +169,9 @@ def _decide(
         if not dry_run:
             _record(row, outcomes, run_id)
         return outcomes
+    given = _memories_given(row)
     with transaction.atomic():
-        outcomes = [_write(transcript, msg, fact, dry_run=dry_run, actor=actor) for fact in facts]
+        outcomes = [_write(transcript, msg, fact, dry_run=dry_run, actor=actor, given=given) for fact in facts]
         if not dry_run:
             _record(row, outcomes, run_id)
     return outcomes
@@ -212,7 +216,12 @@ def fact_source(fact) -> str:
     return "extractor:l1" if fact.rule == L1_RULE else "extractor:l0"
 
 
-def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str) -> Outcome:
+def _memories_given(row: Message) -> set[str]:
+    """The memories an earlier extraction of this message added, merged it into, or found again."""
+    return {o["memory_id"] for o in (row.extraction or {}).get("outcomes", []) if o.get("memory_id")}
+
+
+def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str, given: set[str]) -> Outcome:
     guard = guards.tool_guard(fact.text)
     if guard:
         return Outcome(message=msg.index, action="skipped", reason=f"tool guard: {guard}", text=fact.text)
@@ -225,9 +234,23 @@ def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str) -> Outcome:
         "source": fact_source(fact),
         "metadata": {"origin": {"transcript": str(transcript.pk), "message": msg.index}, "rule": fact.rule},
     }
-    if dry_run:
-        written: WriteOutcome = writing.preview_write(**fields)
-    else:
+    written: WriteOutcome | None = None
+    if dry_run or given:
+        written = writing.preview_write(**fields)
+        if not written.created and str(written.memory.pk) in given:
+            memory = written.memory
+            return Outcome(
+                message=msg.index,
+                action="skipped",
+                reason=f"already extracted from this message: {memory.pk}",
+                text=fact.text,
+                kind=memory.kind,
+                tier=memory.tier,
+                entity_key=memory.entity_key,
+                memory_id=str(memory.pk),
+                layer=written.layer,
+            )
+    if not dry_run:
         written = writing.write_outcome(actor=actor, **fields)
     memory, merged = written.memory, not written.created
     return Outcome(

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memoryui import rules
+from memoryui.models.fields import StoredJSONDecoder
 from memoryui.models.outbox import queue_index_sync
 
 UNIT_INTERVAL = [MinValueValidator(0.0), MaxValueValidator(1.0)]
@@ -138,7 +139,7 @@ class Memory(models.Model):
     access_count = models.PositiveIntegerField(default=0)
     accessed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -403,8 +404,8 @@ class MemoryEvent(models.Model):
     memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="events")
     action = models.CharField(max_length=12, choices=Action.choices)
     actor = models.CharField(max_length=200)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
+    before = models.JSONField(decoder=StoredJSONDecoder, null=True, blank=True)
+    after = models.JSONField(decoder=StoredJSONDecoder, null=True, blank=True)
     reason = models.TextField(blank=True)
     batch = models.UUIDField(null=True, blank=True, db_index=True)
     # The memory's updated_at before this change, so undoing a batch puts it back exactly.

@@ -13,6 +13,8 @@ from django.db import models, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from memoryui.models.fields import StoredJSONDecoder
+
 
 class IndexOutbox(models.Model):
     """Memories whose search-index entries may be out of date.
@@ -66,7 +68,7 @@ class IndexCheck(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     ok = models.BooleanField(null=True, help_text="verify: every index matches the database; else: it finished")
-    result = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
     error = models.TextField(blank=True)
 
     class Meta:

@@ -8,6 +8,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from memoryui.models.fields import StoredJSONDecoder
+
 
 class TaskRun(models.Model):
     """One background job (an extraction, a reindex): what it was asked, how far it got, how it ended."""
@@ -20,13 +22,13 @@ class TaskRun(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=40, db_index=True)
-    params = models.JSONField(default=dict, blank=True)
+    params = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
     actor = models.CharField(max_length=200)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
-    counts = models.JSONField(default=dict, blank=True)
-    result = models.JSONField(default=dict, blank=True)
+    counts = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
+    result = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from memoryui import rules
+from memoryui.models.fields import StoredJSONDecoder
 
 TOKEN_PREFIX = "mui_"
 
@@ -30,7 +31,7 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     key_prefix = models.CharField(max_length=16, db_index=True, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    scopes = models.JSONField(default=list, blank=True, help_text="Empty = every scope.")
+    scopes = models.JSONField(decoder=StoredJSONDecoder, default=list, blank=True, help_text="Empty = every scope.")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

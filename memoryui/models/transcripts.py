@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memoryui import rules
+from memoryui.models.fields import StoredJSONDecoder
 
 
 class Transcript(models.Model):
@@ -17,7 +18,7 @@ class Transcript(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH, db_index=True)
     title = models.CharField(max_length=200, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, help_text="last time messages were added")
     extracted_at = models.DateTimeField(null=True, blank=True)
@@ -45,14 +46,14 @@ class Message(models.Model):
     index = models.PositiveIntegerField()
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
-    tool_calls = models.JSONField(default=list, blank=True)
+    tool_calls = models.JSONField(decoder=StoredJSONDecoder, default=list, blank=True)
     tool_call_id = models.CharField(max_length=200, blank=True)
     channel = models.CharField(max_length=40, blank=True)
     source = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
     # What the last extraction made of this message: its run, and each outcome (added as
     # kind/tier, merged into a memory, skipped and why).
-    extraction = models.JSONField(default=dict, blank=True)
+    extraction = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
 
     class Meta:
         ordering = ["transcript", "index"]

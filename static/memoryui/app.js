@@ -124,6 +124,40 @@
     }
   });
 
+  // The Content-Security-Policy allows no inline handlers, style attributes or eval: what the
+  // templates would have done inline is done here, from data attributes.
+
+  // A filter form's search box asks as the user types (hx-trigger "keyup changed delay:…"). Enter
+  // has already submitted the form: the request its keyup would send again is dropped.
+  document.addEventListener("htmx:confirm", function (evt) {
+    var trigger = evt.detail.triggeringEvent;
+    if (trigger && trigger.type === "keyup" && trigger.key === "Enter" && evt.detail.elt.tagName === "FORM") {
+      evt.preventDefault();
+    }
+  });
+
+  // Bars and progress bars: data-width is a percentage, set through the style object (allowed by
+  // the policy, unlike a style attribute), on the page and on every fragment htmx swaps in.
+  function applyWidths(root) {
+    if (!root || !root.querySelectorAll) return;
+    var nodes = Array.prototype.slice.call(root.querySelectorAll("[data-width]"));
+    if (root.hasAttribute && root.hasAttribute("data-width")) nodes.push(root);
+    nodes.forEach(function (node) {
+      var width = Number(node.getAttribute("data-width"));
+      node.style.width = (isFinite(width) ? Math.min(Math.max(width, 0), 100) : 0) + "%";
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { applyWidths(document); });
+  document.addEventListener("htmx:load", function (evt) { applyWidths(evt.detail.elt); });
+
+  // An input that shows its value in an <output> (data-output: its id; data-digits: decimals).
+  document.addEventListener("input", function (evt) {
+    var input = evt.target;
+    if (!input.hasAttribute || !input.hasAttribute("data-output")) return;
+    var output = document.getElementById(input.getAttribute("data-output"));
+    if (output) output.value = Number(input.value).toFixed(Number(input.getAttribute("data-digits") || 0));
+  });
+
   // "Select all" checkbox for the bulk actions.
   document.addEventListener("change", function (evt) {
     var all = evt.target.closest("[data-select-all]");

@@ -60,6 +60,35 @@ def screenshot(request, page):
     return take
 
 
+# Chromium logs each refusal ("Refused to execute inline script because it violates the following
+# Content Security Policy directive…"); the listener below reports the event as well, in case a
+# refusal is not logged.
+REPORT_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  const blocked = event.blockedURI || "inline";
+  console.error(`Content Security Policy violation: ${event.violatedDirective} blocked ${blocked}`);
+}, true);
+"""
+
+
+@pytest.fixture
+def csp_violations(page) -> list[str]:
+    """What the browser refused under the Content-Security-Policy so far, as it reported it."""
+    refused: list[str] = []
+    page.add_init_script(REPORT_VIOLATIONS)
+    page.on(
+        "console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text else None
+    )
+    return refused
+
+
+@pytest.fixture(autouse=True)
+def _no_csp_violations(csp_violations):
+    """Every browser test fails on a CSP violation: the pages must work under the policy as served."""
+    yield
+    assert csp_violations == [], "the browser refused something under the Content-Security-Policy"
+
+
 @pytest.fixture
 def signed_in(page, live_server, transactional_db, alice):
     """The page, signed in as alice: her session cookie from Client.force_login."""

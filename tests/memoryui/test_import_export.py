@@ -194,7 +194,7 @@ def test_scope_option_does_not_move_an_existing_memory_to_another_scope(tmp_path
     memory = make_memory("mine", scope="agent:main")
     path = write_lines(tmp_path / "in.jsonl", line("mine", id=str(memory.pk)))
     report, _ = run_failing("import_memories", str(path), "--scope", "agent:copy")
-    assert "already exists in agent:main" in report["errors"][0]["error"]
+    assert "exists in scope agent:main; --scope says agent:copy" in report["errors"][0]["error"]
     assert Memory.objects.get(pk=memory.pk).scope == "agent:main"
 
 

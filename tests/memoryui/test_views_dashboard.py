@@ -72,7 +72,7 @@ def test_bar_widths_are_relative_to_the_largest_count(alice_client, make_memory)
 
     bar = (
         r'<a href="/memories/\?kind=(\w+)"[^>]*>\1</a></th>\s*'
-        r'<td class="bar-cell"><span class="bar[^"]*" style="width: ([\d.]+)%"'
+        r'<td class="bar-cell"><span class="bar[^"]*" data-width="([\d.]+)"'
     )
     widths = {kind: float(width) for kind, width in re.findall(bar, html)}
     assert widths["fact"] == 100.0

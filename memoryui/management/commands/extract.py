@@ -3,6 +3,9 @@
 python manage.py extract --transcript 3f2c… --json
 python manage.py extract conversation.json --dry-run       # store the transcript, show the decisions, write no memory
 python manage.py extract --transcript 3f2c… --background   # as a task the worker runs (see /tasks/)
+
+One extraction of a transcript at a time: with one queued or running, --background prints that
+task, and a foreground run refuses (it would extract the same messages beside it).
 """
 
 from __future__ import annotations
@@ -53,10 +56,16 @@ class Command(ReportingCommand):
             report = extraction.extract(transcript, dry_run=True, actor="cli:extract", l1=options["l1"]).to_dict()
         elif options["background"]:
             run = enqueue_extraction(transcript, actor="cli:extract", l1=options["l1"])
-            self._print({"task_id": str(run.pk), "status": run.status, "transcript_id": str(transcript.pk)}, options)
+            queued = {"task_id": str(run.pk), "status": run.status, "transcript_id": str(transcript.pk)}
+            self._print({**queued, "already": run.reused}, options)
             return
         else:
             run = enqueue_extraction(transcript, actor="cli:extract", l1=options["l1"], foreground=True)
+            if run.reused:
+                raise CommandError(
+                    f"transcript {transcript.pk} is being extracted already: task {run.pk} ({run.status}); "
+                    "wait for it to finish"
+                )
             report = {**run.result, "task_id": str(run.pk)}
         self._print(report, options)
 
@@ -65,7 +74,11 @@ class Command(ReportingCommand):
             self.report(report)
             return
         if "added" not in report:
-            self.stdout.write(f"Queued extraction task {report['task_id']} for transcript {report['transcript_id']}.")
+            task, transcript = report["task_id"], report["transcript_id"]
+            if report["already"]:
+                self.stdout.write(f"Extraction task {task} of transcript {transcript} is {report['status']} already.")
+            else:
+                self.stdout.write(f"Queued extraction task {task} for transcript {transcript}.")
             return
         dry = bool(report.get("dry_run"))
         self.stdout.write(f"transcript {report['transcript_id']}{' (dry run: nothing written)' if dry else ''}:")

@@ -13,8 +13,9 @@ from memoryui.management.base import ReportingCommand
 class Command(ReportingCommand):
     help = (
         "Import memories from JSONL (PATH, or - for stdin). Duplicates are kept (a faithful restore) "
-        "unless --dedup; a line whose id exists is skipped when identical, updated otherwise. "
-        "Bad lines are reported with their line numbers and the command exits 1."
+        "unless --dedup; a line whose id exists is skipped when identical, updated otherwise, and never "
+        "moved to another scope unless --allow-move. Bad lines are reported with their line numbers and "
+        "the command exits 1."
     )
     stealth_options = ("stdin",)
 
@@ -23,6 +24,12 @@ class Command(ReportingCommand):
         parser.add_argument("--scope", help="put every line in this scope (a bare id means agent:<id>)")
         parser.add_argument("--atomic", action="store_true", help="all or nothing: any bad line writes nothing")
         parser.add_argument("--dedup", action="store_true", help="merge duplicates through the write path")
+        parser.add_argument(
+            "--allow-move",
+            action="store_true",
+            help="move a memory whose id exists in another scope to the line's scope (or --scope), "
+            "recorded in its history; without it such a line is an error",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON report on stdout")
 
     def handle(self, *args, **options):
@@ -54,4 +61,10 @@ class Command(ReportingCommand):
             raise CommandError(f"{len(report.errors)} line(s) had errors; {written}")
 
     def _import(self, stream, options) -> jsonl.ImportReport:
-        return jsonl.import_lines(stream, scope=options["scope"], atomic=options["atomic"], dedup=options["dedup"])
+        return jsonl.import_lines(
+            stream,
+            scope=options["scope"],
+            atomic=options["atomic"],
+            dedup=options["dedup"],
+            allow_move=options["allow_move"],
+        )

@@ -1,0 +1,65 @@
+"""Private data files, and the page a locked-out sign-in gets.
+
+Data files: the data dir holds every memory (SQLite database, broker queue, indexes) and the
+secret key, so it is kept 0700 and the SQLite files 0600. SQLite creates a database's journals
+(`-wal`, `-shm`, `-journal`) with the mode of the database file itself, whatever the process
+umask, so it is enough that each database file exists with mode 0600 *before* SQLite or the
+Celery broker opens it: every journal they create later, in any process, inherits 0600. Files
+that already exist (an older install) are tightened too. Settings call `private_data_dir` and
+`private_sqlite_file` at start-up, i.e. in every web, worker and command process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.shortcuts import render
+
+SQLITE_JOURNALS = ("-wal", "-shm", "-journal")
+
+
+def private_data_dir(path: Path) -> None:
+    """Create the data dir if needed and keep it 0700 (a dir someone else owns keeps its mode)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(PermissionError):
+        os.chmod(path, 0o700)
+
+
+def private_sqlite_file(path: Path) -> None:
+    """Make a SQLite database file 0600 before SQLite opens it (so its journals are too)."""
+    if not path.parent.is_dir():
+        return  # a database somewhere we do not manage: SQLite reports the missing directory
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)  # an empty file is an empty database
+    os.close(fd)
+    for file in (path, *(path.with_name(path.name + suffix) for suffix in SQLITE_JOURNALS)):
+        with contextlib.suppress(FileNotFoundError):  # journals come and go
+            if file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
+
+
+def sqlite_path_of_url(url: str) -> Path | None:
+    """The file of a `sqlite:///…` or `sqla+sqlite:///…` URL, else None (a server, or in memory)."""
+    for prefix in ("sqlite:///", "sqla+sqlite:///"):
+        if url.startswith(prefix):
+            name = url[len(prefix) :].split("?", 1)[0]
+            return Path(name) if name and name != ":memory:" else None
+    return None
+
+
+def lockout_response(request, original_response=None, credentials=None) -> HttpResponse:
+    """django-axes' answer to a locked-out sign-in: a page that says so and for how long (429)."""
+    cooloff = settings.AXES_COOLOFF_TIME
+    minutes = max(1, round(cooloff.total_seconds() / 60)) if cooloff else None
+    context = {
+        "username": (credentials or {}).get("username") or request.POST.get("username", ""),
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "cooloff_minutes": minutes,
+    }
+    response = render(request, "axes/lockout.html", context, status=429)
+    if cooloff:
+        response["Retry-After"] = str(int(cooloff.total_seconds()))
+    return response
