@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
@@ -40,7 +39,6 @@ _RESTORE_FIELDS = frozenset(
 )
 MAX_ACCESS_COUNT = 2**31 - 1  # what a PositiveIntegerField holds on every backend
 _TIMESTAMPS = ("created_at", "updated_at", "accessed_at", "expires_at", "tombstoned_at")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _PROBLEMS_SHOWN = 3  # a line's problems named in its error; the rest are counted
 
 
@@ -555,7 +553,7 @@ def export_lines(*, scope: str | None = None, include_tombstoned: bool = False) 
     for memory in memories.iterator(chunk_size=2000):
         record = memory_record(memory)
         line = json.dumps(record, ensure_ascii=False, sort_keys=True)
-        if _SURROGATE.search(line):
+        if untrusted.LONE_SURROGATE.search(line):
             # UTF-8 cannot hold a lone surrogate (a row stored before the input checks): the
             # ASCII-escaped line is the same JSON and valid UTF-8, so the export is never lost.
             line = json.dumps(record, ensure_ascii=True, sort_keys=True)

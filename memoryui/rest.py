@@ -79,6 +79,12 @@ def _json_error(status_code: int, message: str, details: dict | None = None) -> 
     return Response(error_body(status_code, message, details), status=status_code)
 
 
+def too_large_body() -> dict:
+    """The JSON error of a body over DATA_UPLOAD_MAX_MEMORY_SIZE (413), wherever it is caught."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return error_body(413, too_large_message(), {"body": [f"is larger than {limit} bytes"]})
+
+
 def too_large_message() -> str:
     """Why a body over DATA_UPLOAD_MAX_MEMORY_SIZE is refused, for the API and the pages alike."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -99,8 +105,7 @@ def exception_handler(exc, context):
     if isinstance(exc, ApiError | UnstorableBody):
         return _json_error(exc.status_code, exc.message, exc.details)
     if isinstance(exc, RequestDataTooBig):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return _json_error(413, too_large_message(), {"body": [f"is larger than {limit} bytes"]})
+        return Response(too_large_body(), status=413)
     if isinstance(exc, rules.MemoryValidationError):
         return _json_error(400, _invalid_message(exc.errors), exc.errors)
     if isinstance(exc, ConflictError):

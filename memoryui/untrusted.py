@@ -12,6 +12,7 @@ Plain functions over plain values; no Django.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator
 
@@ -21,15 +22,20 @@ MAX_JSON_DEPTH = 32  # objects and arrays inside one another, the value itself b
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
 
 
+# What no text column, page or file can hold: a lone surrogate (valid only as a JSON escape) and NUL.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
+
+
 def string_problem(value: str) -> str | None:
     """Why `value` cannot be stored as text (a lone surrogate, a NUL), or None."""
-    for index, char in enumerate(value):
-        code = ord(char)
-        if 0xD800 <= code <= 0xDFFF:
-            return f"holds a lone UTF-16 surrogate (U+{code:04X}) at character {index}, which no text can store"
-        if code == 0:
-            return f"holds a NUL character at character {index}"
-    return None
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return None
+    index, code = found.start(), ord(found.group())
+    if code == 0:
+        return f"holds a NUL character at character {index}"
+    return f"holds a lone UTF-16 surrogate (U+{code:04X}) at character {index}, which no text can store"
 
 
 def is_visible(value: str) -> bool:

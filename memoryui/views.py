@@ -497,7 +497,8 @@ def bad_request(request, exception=None):
     else:
         status, title, message = 400, "Bad request", "This request could not be read. Go back and try again."
     if _is_api(request):
-        return JsonResponse(rest.error_body(status, message, {"body": [message]}), status=status)
+        body = rest.too_large_body() if status == 413 else rest.error_body(status, message, {"body": [message]})
+        return JsonResponse(body, status=status)
     if web.wants_fragment(request):
         return web.alert(request, status=status, state="invalid", invalid=[message], invalid_title=title)
     # Rendered without the request, as server_error is: what made it unreadable may be in it (its host).

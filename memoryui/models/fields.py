@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 import re
 
+from memoryui import untrusted
+
 # A JSON escape of a surrogate, or a surrogate itself: a value holding neither needs no walk.
 _MAY_HOLD_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def escape_surrogates(text: str) -> str:
     """`text` with each lone surrogate replaced by the text of its JSON escape (`\\udfff`)."""
-    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return untrusted.LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 class StoredJSONDecoder(json.JSONDecoder):

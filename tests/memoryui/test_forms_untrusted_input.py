@@ -6,11 +6,10 @@ valid escapes there; nesting arrives as brackets.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.test import Client
 
+from memoryui.forms import MemoryForm
 from memoryui.models import Memory, MemoryEvent
 from memoryui.untrusted import MAX_JSON_DEPTH
 
@@ -31,19 +30,7 @@ def create(client, **fields):
 
 
 def edit(client, memory: Memory, **changes):
-    data = {
-        "scope": memory.scope,
-        "kind": memory.kind,
-        "text": memory.text,
-        "tier": memory.tier,
-        "importance": memory.importance,
-        "confidence": memory.confidence,
-        "source": memory.source,
-        "entity_key": memory.entity_key or "",
-        "expires_at": "",
-        "metadata": json.dumps(memory.metadata),
-    }
-    return client.post(f"/memories/{memory.pk}/edit/", {**data, **changes})
+    return client.post(f"/memories/{memory.pk}/edit/", {**MemoryForm.initial_from(memory), **changes})
 
 
 def field_error(response, field: str) -> str:
