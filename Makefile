@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint format bench clean lock
+.PHONY: install run test test-fast lint format bench bench-load clean lock
 
 install: $(STAMP)
 
@@ -60,6 +60,10 @@ bench: install
 	$(PY) bench/retrieval_latency.py --sizes 10000
 	$(PY) bench/recall_latency.py
 	$(PY) bench/extraction.py
+
+# The real server and workers under 50 clients, then an extraction flood (about 10 minutes).
+bench-load: install
+	$(PY) bench/load.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache .ruff_cache

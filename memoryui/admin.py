@@ -1,11 +1,17 @@
-"""The back office: every model registered; memory changes still go through domain methods."""
+"""The back office: every model registered; memory changes still go through domain methods.
+
+Only the admin role signs in here (`memoryui.roles`); user roles are the `viewer`, `editor` and
+`admin` groups, managed on the users' pages.
+"""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.forms import AuthenticationForm
 from django.utils.text import Truncator
 
-from memoryui import writing
+from memoryui import roles, writing
 from memoryui.models import (
     ApiToken,
     DistinctPair,
@@ -18,6 +24,31 @@ from memoryui.models import (
     TaskRun,
     Transcript,
 )
+
+
+class AdminRoleLoginForm(AuthenticationForm):
+    """The back office's sign-in: the admin role, not Django's staff flag, lets a user in."""
+
+    required_css_class = "required"  # as AdminAuthenticationForm, whose is_staff check this replaces
+
+    def confirm_login_allowed(self, user) -> None:
+        super().confirm_login_allowed(user)
+        if not roles.has_role(user, roles.Role.ADMIN):
+            raise forms.ValidationError(
+                "The back office is for the admin role; your role is %(role)s.",
+                code="invalid_login",
+                params={"role": roles.role_of(user)},
+            )
+
+
+def _admins_only(request) -> bool:
+    return roles.has_role(request.user, roles.Role.ADMIN)
+
+
+# One site serves every app's admin module (recall's too): the role check is set on it here rather
+# than by swapping in another AdminSite class, which would take an AdminConfig of our own.
+admin.site.has_permission = _admins_only
+admin.site.login_form = AdminRoleLoginForm
 
 
 class MemoryEventInline(admin.TabularInline):
@@ -115,7 +146,8 @@ class MemoryEventAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "key_prefix", "user", "scopes", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "key_prefix", "user", "scopes", "access", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("access",)
     readonly_fields = ("key_prefix", "key_hash", "created_at", "last_used_at")
     actions = ["revoke_selected"]
 

@@ -2,7 +2,8 @@
 
 Every error leaves as {"error": {"code", "message", "details"}} (see `memoryui.rest`).
 A token limited to scopes sees nothing else: other scopes' memories answer 404, not 403,
-so their existence does not leak.
+so their existence does not leak. Every change needs the editor role (the signed-in user's, or the
+token owner's) and, from a token, write access: `memoryui.roles.RolePermission` checks it first.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import rest, untrusted, writing
+from memoryui import rest, roles, untrusted, writing
 from memoryui.filters import EventFilterSet, MemoryFilterSet
 from memoryui.models import ApiToken, ConflictError, Memory, MemoryEvent
 from memoryui.serializers import (
@@ -152,7 +153,7 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
         responses={200: MemorySerializer, **rest.errors(400, 401, 403, 404)},
     )
     def destroy(self, request, pk):
-        body = ReasonSerializer(data=request.data or {})
+        body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         reason = request.query_params.get("reason") or body.validated_data.get("reason") or "deleted via API"
         with transaction.atomic():
@@ -160,7 +161,9 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
             memory.tombstone(reason, actor=rest.actor_for(request))
         return self._answer(memory)
 
-    @extend_schema(summary="Pin a memory", request=None, responses={200: MemorySerializer, **rest.errors(401, 404)})
+    @extend_schema(
+        summary="Pin a memory", request=None, responses={200: MemorySerializer, **rest.errors(401, 403, 404)}
+    )
     @action(detail=True, methods=["post"])
     def pin(self, request, pk):
         with transaction.atomic():
@@ -168,7 +171,9 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
             memory.pin(actor=rest.actor_for(request))
         return self._answer(memory)
 
-    @extend_schema(summary="Unpin a memory", request=None, responses={200: MemorySerializer, **rest.errors(401, 404)})
+    @extend_schema(
+        summary="Unpin a memory", request=None, responses={200: MemorySerializer, **rest.errors(401, 403, 404)}
+    )
     @action(detail=True, methods=["post"])
     def unpin(self, request, pk):
         with transaction.atomic():
@@ -179,7 +184,7 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
     @extend_schema(
         summary="Tombstone a memory with a reason",
         request=TombstoneSerializer,
-        responses={200: MemorySerializer, **rest.errors(400, 401, 404)},
+        responses={200: MemorySerializer, **rest.errors(400, 401, 403, 404)},
     )
     @action(detail=True, methods=["post"])
     def tombstone(self, request, pk):
@@ -195,14 +200,14 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
         request=ReasonSerializer,
         responses={
             200: MemorySerializer,
-            **rest.errors(400, 401, 404, 409),
+            **rest.errors(400, 401, 403, 404, 409),
         },
     )
     @action(detail=True, methods=["post"])
     def restore(self, request, pk):
         with transaction.atomic():
             memory = self.get_object(lock=True)
-            body = ReasonSerializer(data=request.data or {})
+            body = ReasonSerializer(data=request.data)
             body.is_valid(raise_exception=True)
             memory.restore(actor=rest.actor_for(request), reason=body.validated_data.get("reason", ""))
         return self._answer(memory)
@@ -219,7 +224,7 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
         description="One transaction and one batch id for every event. If any id is unknown or outside the "
         "caller's scopes, answers 404 listing them in `details.ids` and changes nothing.",
         request=BulkActionSerializer,
-        responses={200: BulkResultSerializer, **rest.errors(400, 401, 404, 409)},
+        responses={200: BulkResultSerializer, **rest.errors(400, 401, 403, 404, 409)},
     )
     @action(detail=False, methods=["post"])
     def bulk(self, request):
@@ -320,7 +325,7 @@ class SearchView(APIView):
         params = request.query_params
         problems: dict[str, list[str]] = {}
         scopes = rest.visible_scopes(request)
-        if wanted := [s for s in params.getlist("scope") if s.strip()]:
+        if wanted := [s for s in params.getlist("scope") if s != ""]:
             wanted = [rest.scope_param(s, problems) for s in wanted]
             scopes = [s for s in dict.fromkeys(wanted) if s and (scopes is None or s in scopes)]
         limit = None
@@ -353,8 +358,11 @@ class SearchView(APIView):
     list=extend_schema(summary="Your API tokens", responses={200: TokenSerializer(many=True), **rest.errors(401, 403)}),
 )
 class TokenViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
+    """Every role manages its own tokens; what it may mint is `roles.mint_refusal`'s to say."""
+
     serializer_class = TokenSerializer
-    permission_classes = [permissions.IsAuthenticated, rest.IsSessionUser]
+    permission_classes = [permissions.IsAuthenticated, rest.IsSessionUser, roles.RolePermission]
+    write_role = roles.Role.VIEWER
     pagination_class = None
     lookup_value_converter = "int"
     queryset = ApiToken.objects.none()
@@ -367,13 +375,21 @@ class TokenViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
 
     @extend_schema(
         summary="Issue a token (the raw key is answered once)",
+        description="Only an admin issues a token for every scope (no `scopes`); an editor issues read or write "
+        "tokens for named scopes, a viewer read tokens for named scopes. A token above the caller's role is a "
+        "403 naming the role it needs. Without `access`, the token gets the most the caller may issue.",
         request=TokenCreateSerializer,
         responses={201: TokenIssuedSerializer, **rest.errors(400, 401, 403)},
     )
     def create(self, request):
         body = TokenCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        token, raw = ApiToken.issue(user=request.user, **body.validated_data)
+        fields = body.validated_data
+        fields["access"] = fields.get("access") or roles.default_access(request.user)
+        refusal = roles.mint_refusal(request.user, access=fields["access"], scopes=fields.get("scopes") or [])
+        if refusal:
+            raise rest.ApiError(403, refusal.message, {refusal.field: [f"needs the {refusal.role} role"]})
+        token, raw = ApiToken.issue(user=request.user, **fields)
         token.key = raw
         return Response(TokenIssuedSerializer(token).data, status=201)
 
@@ -414,6 +430,9 @@ class DocsView(rest.JsonErrorsMixin, SpectacularSwaggerView):
 @extend_schema(exclude=True)
 class ApiNotFoundView(APIView):
     """The last route under /api/: a JSON 404 after authentication (so anonymous callers get 401)."""
+
+    def access_needed(self, request) -> roles.Need:
+        return roles.READS  # nothing here changes anything: every caller gets the same 404
 
     def unknown_endpoint(self, request, *args, **kwargs):
         message = f"No API endpoint at {request.path}."

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import transaction
 from django.db.models import Count
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import extraction, rest
-from memoryui.ingestion import TranscriptError, ingest
+from memoryui import extraction, rest, roles
+from memoryui.ingestion import MAX_MESSAGES, TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
+from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 from memoryui.serializers import StrictSerializer
 from memoryui.tasks import enqueue_extraction
 
@@ -21,11 +24,12 @@ class TranscriptSummarySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Transcript
-        fields = ["id", "scope", "title", "created_at", "updated_at", "extracted_at", "messages"]
+        fields = ["id", "external_id", "scope", "title", "created_at", "updated_at", "extracted_at", "messages"]
 
 
 class IngestReportSerializer(serializers.Serializer):
-    transcript_id = serializers.UUIDField()
+    transcript_id = serializers.UUIDField(help_text="memoryui's own id for it")
+    external_id = serializers.CharField(help_text="the id it was posted with (its UUID when it was posted without one)")
     scope = serializers.CharField()
     created = serializers.BooleanField(help_text="false: the transcript existed; only new messages were added")
     messages = serializers.IntegerField(help_text="messages the transcript holds now")
@@ -49,6 +53,8 @@ class TaskRunSerializer(serializers.ModelSerializer):
 
 
 class ToolCallSerializer(serializers.Serializer):
+    accepts_unknown_keys = True  # a tool call's other keys are the agent's own, and kept out of the way
+
     id = serializers.CharField()
     name = serializers.CharField()
     arguments = serializers.JSONField(help_text="JSON text or an object")
@@ -67,11 +73,18 @@ class MessageInSerializer(serializers.Serializer):
 
 
 class TranscriptInSerializer(serializers.Serializer):
-    id = serializers.UUIDField(required=False, help_text="give it to post the same transcript again")
+    id = serializers.CharField(
+        required=False,
+        max_length=EXTERNAL_ID_MAX_LENGTH,
+        help_text=(
+            "the agent's own id for the transcript (any string, e.g. a session id), unique within its scope: "
+            "give it to post the same transcript again"
+        ),
+    )
     scope = serializers.CharField()
     title = serializers.CharField(required=False)
     metadata = serializers.DictField(required=False)
-    messages = MessageInSerializer(many=True)
+    messages = MessageInSerializer(many=True, allow_empty=False, max_length=MAX_MESSAGES)
 
 
 class MessageOutSerializer(MessageInSerializer):
@@ -87,6 +100,7 @@ class MessageOutSerializer(MessageInSerializer):
 
 class TranscriptDetailSerializer(serializers.Serializer):
     id = serializers.UUIDField()
+    external_id = serializers.CharField()
     scope = serializers.CharField()
     title = serializers.CharField()
     created_at = serializers.DateTimeField()
@@ -115,17 +129,52 @@ class ExtractRequestSerializer(StrictSerializer):
     )
 
 
+def _flag(params, name: str) -> bool:
+    """A boolean query parameter: true/1/yes or false/0/no (or absent or empty: false); else a 400."""
+    raw = params.get(name, "")
+    if raw.lower() in ("", "0", "false", "no"):
+        return False
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    raise exceptions.ValidationError({name: [f"must be true or false, got {raw[:40]!r}"]})
+
+
 def _transcripts(request):
     transcripts = Transcript.objects.all()
     scopes = rest.visible_scopes(request)
     return transcripts if scopes is None else transcripts.filter(scope__in=scopes)
 
 
-def _transcript(request, pk) -> Transcript:
-    transcript = _transcripts(request).filter(pk=pk).first()
-    if transcript is None:
+def _transcript(request, ref: str) -> Transcript:
+    """The transcript `ref` names among those the caller may see: memoryui's UUID for it, or the
+    id the agent posted it with (`?scope=` picks one when several scopes use that id)."""
+    visible = _transcripts(request)
+    scopes = request.query_params.getlist("scope")
+    if len(scopes) > 1:
+        raise exceptions.ValidationError({"scope": ["give one scope"]})
+    if scopes and scopes[0]:
+        problems: dict = {}
+        visible = visible.filter(scope=rest.scope_param(scopes[0], problems))
+        if problems:
+            raise exceptions.ValidationError(problems)
+    try:
+        transcript = visible.filter(pk=uuid.UUID(ref)).first()
+    except ValueError:
+        transcript = None
+    if transcript is not None:
+        return transcript
+    named = visible.filter(external_id=ref)
+    found = list(named.order_by("scope")[:21])
+    if not found:
         raise exceptions.NotFound("No transcript with this id in your scopes.")
-    return transcript
+    if len(found) > 1:
+        scopes = ", ".join(t.scope for t in found[:20])
+        raise rest.ApiError(
+            409,
+            f"Transcript id {ref!r} names transcripts in several scopes: add ?scope=.",
+            {"scope": [f"one of {scopes}"]},
+        )
+    return found[0]
 
 
 def transcript_detail(transcript: Transcript) -> dict:
@@ -153,6 +202,7 @@ def transcript_detail(transcript: Transcript) -> dict:
         )
     return {
         "id": str(transcript.pk),
+        "external_id": transcript.external_id,
         "scope": transcript.scope,
         "title": transcript.title,
         "created_at": transcript.created_at,
@@ -178,7 +228,10 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
     def get(self, request):
         transcripts = _transcripts(request).annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
         if scope := request.query_params.get("scope"):
-            transcripts = transcripts.filter(scope=scope)
+            problems: dict = {}
+            transcripts = transcripts.filter(scope=rest.scope_param(scope, problems))
+            if problems:
+                raise exceptions.ValidationError(problems)
         return Response(TranscriptSummarySerializer(transcripts[:200], many=True).data)
 
     @extend_schema(
@@ -190,6 +243,27 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
             "differs is a 409. Add `?extract=true` to queue its extraction."
         ),
         request=TranscriptInSerializer,
+        examples=[
+            OpenApiExample(
+                "A session with a tool call",
+                request_only=True,
+                value={
+                    "id": "session-2026-11-25-7f3a",
+                    "scope": "agent:main",
+                    "title": "Deploy questions",
+                    "messages": [
+                        {"role": "user", "content": "I deploy on Fridays; remember that."},
+                        {
+                            "role": "assistant",
+                            "content": "",
+                            "tool_calls": [{"id": "c1", "name": "calendar::list", "arguments": {"day": "friday"}}],
+                        },
+                        {"role": "tool", "tool_call_id": "c1", "content": "2 deploys on Friday"},
+                        {"role": "assistant", "content": "Noted: you deploy on Fridays."},
+                    ],
+                },
+            )
+        ],
         parameters=[OpenApiParameter("extract", bool, description="queue an extraction task after storing")],
         responses={201: IngestReportSerializer, 200: IngestReportSerializer, **rest.errors(400, 401, 403, 409)},
     )
@@ -199,7 +273,7 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
             with transaction.atomic():
                 report = ingest(request.data, allowed_scopes=allowed)
                 body = report.to_dict()
-                if request.query_params.get("extract") in ("1", "true", "yes"):
+                if _flag(request.query_params, "extract"):
                     body["task_id"] = str(enqueue_extraction(report.transcript, actor=rest.actor_for(request)).pk)
         except TranscriptError as exc:
             if allowed is not None and list(exc.errors) == ["scope"] and "outside this token" in exc.errors["scope"][0]:
@@ -213,7 +287,12 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
 class TranscriptDetailView(APIView):
     @extend_schema(
         summary="A transcript with its projection and what extraction made of each message",
-        responses={200: TranscriptDetailSerializer, **rest.errors(401, 404)},
+        description=(
+            "`id` is memoryui's UUID for the transcript or the id it was posted with; when that names "
+            "transcripts in several of your scopes, `?scope=` picks one (else 409)."
+        ),
+        parameters=[OpenApiParameter("scope", str, description="The scope, when the id is used in several.")],
+        responses={200: TranscriptDetailSerializer, **rest.errors(401, 404, 409)},
     )
     def get(self, request, pk):
         return Response(transcript_detail(_transcript(request, pk)))
@@ -222,6 +301,11 @@ class TranscriptDetailView(APIView):
 class TranscriptExtractView(APIView):
     throttle_scope = "expensive"  # MEMORYUI_API_EXPENSIVE_RATE as well (memoryui.throttling)
 
+    def access_needed(self, request) -> roles.Need:
+        # A dry run (or a body the view will refuse with a 400) writes nothing: every role, read tokens too.
+        body = ExtractRequestSerializer(data=request.data)
+        return roles.EDITS if body.is_valid() and not body.validated_data["dry_run"] else roles.READS
+
     @extend_schema(
         summary="Extract memories from a transcript",
         description=(
@@ -229,10 +313,10 @@ class TranscriptExtractView(APIView):
             "memory, skipped and why) and writes nothing. Otherwise the extraction is queued as a task: 202 with "
             "the task, whose progress `/api/tasks/<id>/` shows. One extraction of a transcript at a time: while one "
             "is queued or running, asking again answers 202 with that task (same id, its own `params`) and queues "
-            "nothing."
+            "nothing. Extracting needs the editor role (and a write token); a dry run is open to every role."
         ),
         request=ExtractRequestSerializer,
-        responses={200: ExtractionReportSerializer, 202: TaskRunSerializer, **rest.errors(400, 401, 404, 503)},
+        responses={200: ExtractionReportSerializer, 202: TaskRunSerializer, **rest.errors(400, 401, 403, 404, 503)},
     )
     def post(self, request, pk):
         transcript = _transcript(request, pk)
@@ -258,7 +342,7 @@ def _tasks(request):
     summary="Background tasks, newest first",
     parameters=[
         OpenApiParameter("kind", str, description="e.g. extract"),
-        OpenApiParameter("status", str, description="queued, running, succeeded or failed"),
+        OpenApiParameter("status", str, enum=TaskRun.Status.values, description="queued, running, succeeded or failed"),
     ],
     responses={200: TaskRunSerializer(many=True), **rest.errors(401)},
 )
@@ -270,8 +354,11 @@ class TaskListView(generics.ListAPIView):
         params = self.request.query_params
         if kind := params.get("kind"):
             runs = runs.filter(kind=kind)
-        if (wanted := params.get("status")) in TaskRun.Status.values:
-            runs = runs.filter(status=wanted)
+        if wanted := params.get("status"):
+            problems: dict = {}
+            runs = runs.filter(status=rest.choice_param("status", wanted, tuple(TaskRun.Status.values), problems))
+            if problems:
+                raise exceptions.ValidationError(problems)
         return runs
 
 

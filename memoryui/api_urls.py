@@ -21,8 +21,9 @@ urlpatterns = [
     path("stats/", api.StatsView.as_view(), name="stats"),
     path("search/", api.SearchView.as_view(), name="search"),
     path("transcripts/", api_transcripts.TranscriptListView.as_view(), name="transcript-list"),
-    path("transcripts/<uuid:pk>/", api_transcripts.TranscriptDetailView.as_view(), name="transcript-detail"),
-    path("transcripts/<uuid:pk>/extract/", api_transcripts.TranscriptExtractView.as_view(), name="transcript-extract"),
+    # A transcript is named by memoryui's UUID or by the agent's own id, which may hold any character.
+    path("transcripts/<path:pk>/extract/", api_transcripts.TranscriptExtractView.as_view(), name="transcript-extract"),
+    path("transcripts/<path:pk>/", api_transcripts.TranscriptDetailView.as_view(), name="transcript-detail"),
     path("tasks/", api_transcripts.TaskListView.as_view(), name="task-list"),
     path("tasks/<uuid:pk>/", api_transcripts.TaskDetailView.as_view(), name="task-detail"),
     # The read path's routes are its own (recall.api_urls); their names stay in this namespace.

@@ -8,6 +8,7 @@ filters, worded for people, whose form is the page's filter form.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import django_filters
@@ -90,18 +91,25 @@ class StatusField(ChoiceField):
         return super().clean(value) or rules.Status.ACTIVE.value
 
 
+def ordering_pattern(orderings: tuple[str, ...]) -> str:
+    """The regex of an `ordering` value: names of `orderings`, `-` for descending, comma-separated."""
+    one = "-?(?:" + "|".join(orderings) + ")"
+    return f"^{one}(?:,{one})*$"
+
+
 class OrderingField(forms.Field):
-    """Comma-separated names of `orderings`, `-` for descending."""
+    """Comma-separated names of `orderings`, `-` for descending (ordering_pattern, as the schema says)."""
 
     def __init__(self, *, orderings: tuple[str, ...], **kwargs):
         self.orderings = orderings
+        self.pattern = re.compile(ordering_pattern(orderings))
         super().__init__(**kwargs)
 
     def clean(self, value) -> list[str]:
-        if value is None:  # absent; present but blank is as wrong as any unknown name
+        if value in (None, ""):  # absent, or left empty as a form sends it
             return []
-        ordering = [name.strip() for name in str(value).split(",") if name.strip()]
-        if not ordering or any(name.removeprefix("-") not in self.orderings for name in ordering):
+        ordering = str(value).split(",")
+        if not self.pattern.fullmatch(str(value)):
             message = f"order by one of: {', '.join(self.orderings)} (prefix - for descending)"
             raise ValidationError(message, code="invalid")
         return ordering

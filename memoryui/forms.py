@@ -300,16 +300,34 @@ class TokenForm(forms.Form):
     scopes = forms.CharField(
         required=False,
         max_length=2000,
-        help_text="comma-separated, e.g. agent:main, user:42; blank = every scope",
+        help_text="comma-separated, e.g. agent:main, user:42; blank = every scope (admins only)",
     )
+    access = forms.ChoiceField(
+        required=False,
+        choices=ApiToken.Access.choices,
+        help_text="read: reads and recalls only; write: may also change memories (editors and admins)",
+    )
+
+    def __init__(self, *args, default_access: str = ApiToken.Access.WRITE, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.default_access = default_access
+        self.fields["access"].initial = default_access
 
     def clean_scopes(self) -> list[str]:
         return [scope.strip() for scope in self.cleaned_data["scopes"].split(",") if scope.strip()]
 
+    def clean_access(self) -> str:
+        return self.cleaned_data["access"] or self.default_access
+
     def save(self, *, user) -> tuple[ApiToken, str] | None:
         """Issue the token; returns (token, raw key) or None with the domain's errors on the form."""
         try:
-            return ApiToken.issue(user=user, name=self.cleaned_data["name"], scopes=self.cleaned_data["scopes"])
+            return ApiToken.issue(
+                user=user,
+                name=self.cleaned_data["name"],
+                scopes=self.cleaned_data["scopes"],
+                access=self.cleaned_data["access"],
+            )
         except rules.MemoryValidationError as exc:
             for name, messages in exc.errors.items():
                 self.add_error(name if name in self.fields else None, messages)

@@ -1,15 +1,14 @@
 """Transcript ingestion: validate the transcript JSON (DESIGN.md "File formats") and store it.
 
 A transcript is stored whole or not at all: every malformed message is reported with its index
-and the reason, and nothing is written. Ingestion is idempotent by transcript id + message
-index: posting a transcript again stores only the messages it did not have; a stored message
+and the reason, and nothing is written. Ingestion is idempotent by transcript id (the agent's own, within
+its scope) + message index: posting a transcript again stores only the messages it did not have; a stored message
 is never changed (a different message at a stored index is a conflict, reported, not applied).
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -17,6 +16,7 @@ from django.utils import timezone
 
 from memoryui import rules, untrusted
 from memoryui.models import ConflictError, Message, Transcript
+from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 
 ROLES = tuple(Message.Role.values)
 SOURCES = ("user", "internal", "banner", "repair", "compaction")
@@ -52,6 +52,7 @@ class IngestReport:
     def to_dict(self) -> dict:
         return {
             "transcript_id": str(self.transcript.pk),
+            "external_id": self.transcript.external_id,
             "scope": self.transcript.scope,
             "created": self.created,
             "messages": self.messages,
@@ -81,10 +82,17 @@ def clean_transcript(data) -> dict:
         problem(str(key), f"is not a transcript field; use {', '.join(sorted(_TOP_LEVEL))}")
     clean: dict = {}
     if data.get("id") not in (None, ""):
-        try:
-            clean["id"] = uuid.UUID(str(data["id"]))
-        except ValueError:
-            problem("id", f"must be a UUID, got {str(data['id'])[:60]!r}")
+        external_id = data["id"]
+        if not isinstance(external_id, str):
+            problem("id", f"must be a string (the agent's own id for it), got {type(external_id).__name__}")
+        else:
+            external_id = external_id.strip()
+            if len(external_id) > EXTERNAL_ID_MAX_LENGTH:
+                problem("id", f"is {len(external_id)} characters; at most {EXTERNAL_ID_MAX_LENGTH}")
+            elif not untrusted.is_visible(external_id):
+                problem("id", "holds no visible character")
+            else:
+                clean["id"] = external_id
     try:
         clean["scope"] = rules.normalize_scope(data.get("scope") or "")
     except rules.ScopeError as exc:
@@ -203,11 +211,17 @@ def ingest(data, *, allowed_scopes: list[str] | None = None) -> IngestReport:
     with transaction.atomic():
         transcript = None
         if "id" in clean:
-            transcript = Transcript.objects.select_for_update().filter(pk=clean["id"]).first()
+            # Looked up in the transcript's own scope only: another scope's transcript of the same
+            # id is none of this caller's business, and is neither found nor named.
+            transcript = (
+                Transcript.objects.select_for_update().filter(scope=clean["scope"], external_id=clean["id"]).first()
+            )
         created = transcript is None
         if created:
             transcript = Transcript.objects.create(
-                **({"id": clean["id"]} if "id" in clean else {}),
+                # memoryui's own id is always new: taking the agent's UUID when it is free would
+                # tell the agent whether another scope holds a transcript of that id.
+                external_id=clean.get("id", ""),
                 scope=clean["scope"],
                 title=clean["title"],
                 metadata=clean["metadata"],
@@ -216,8 +230,6 @@ def ingest(data, *, allowed_scopes: list[str] | None = None) -> IngestReport:
             )
             stored = {}
         else:
-            if transcript.scope != clean["scope"]:
-                raise ConflictError(f"transcript {transcript.pk} belongs to {transcript.scope}, not {clean['scope']}")
             stored = {m.index: m for m in transcript.messages.all()}
         conflicts = [
             index

@@ -13,6 +13,7 @@ from django.core import signals
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, transaction
 from drf_spectacular.utils import OpenApiResponse
+from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import exceptions, permissions, status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -20,6 +21,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from memoryui import rules
+from memoryui.errors import error_body
 from memoryui.models import ApiToken, ConflictError
 from memoryui.parsers import UnstorableBody
 from memoryui.serializers import ErrorSerializer
@@ -31,33 +33,7 @@ logger = logging.getLogger(__name__)
 
 # --- errors ------------------------------------------------------------------------------
 
-ERROR_CODES = {
-    status.HTTP_400_BAD_REQUEST: "invalid",
-    status.HTTP_401_UNAUTHORIZED: "unauthorized",
-    status.HTTP_403_FORBIDDEN: "forbidden",
-    status.HTTP_404_NOT_FOUND: "not_found",
-    status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
-    status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
-    status.HTTP_409_CONFLICT: "conflict",
-    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE: "too_large",
-    status.HTTP_414_REQUEST_URI_TOO_LONG: "uri_too_long",
-    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
-    status.HTTP_429_TOO_MANY_REQUESTS: "throttled",
-    status.HTTP_500_INTERNAL_SERVER_ERROR: "server_error",
-    status.HTTP_503_SERVICE_UNAVAILABLE: "backend_unavailable",
-}
 BACKEND_RETRY_AFTER_SECONDS = 5
-
-
-def error_body(status_code: int, message: str, details: dict | None = None, code: str | None = None) -> dict:
-    """The one error shape: {"error": {"code", "message", "details"}}, the code named by the status."""
-    return {
-        "error": {
-            "code": code or ERROR_CODES.get(status_code, "error"),
-            "message": message,
-            "details": details or {},
-        }
-    }
 
 
 class ApiError(exceptions.APIException):
@@ -124,6 +100,14 @@ def exception_handler(exc, context):
         response = _json_error(503, f"The database is unavailable: {exc}", {"backend": "database", "reason": str(exc)})
         response["Retry-After"] = str(BACKEND_RETRY_AFTER_SECONDS)
         return response
+    if isinstance(exc, BrokerError):
+        # A task sent once its transaction committed was refused (memoryui.background marks its
+        # run failed): what the request stored is kept, and asking again queues the task.
+        logger.warning("broker unavailable: %s", exc)
+        message = f"The broker is unavailable, the task was not queued: {exc}"
+        response = _json_error(503, message, {"backend": "broker", "reason": str(exc)})
+        response["Retry-After"] = str(BACKEND_RETRY_AFTER_SECONDS)
+        return response
     response = drf_exception_handler(exc, context)
     if response is None:
         if settings.DEBUG:
@@ -144,10 +128,20 @@ def exception_handler(exc, context):
 ERROR_RESPONSES = {
     400: OpenApiResponse(ErrorSerializer, description="invalid: details name each bad field"),
     401: OpenApiResponse(ErrorSerializer, description="unauthorized: no session, missing/invalid/revoked token"),
-    403: OpenApiResponse(ErrorSerializer, description="forbidden: e.g. writing into a scope outside the token's"),
-    404: OpenApiResponse(ErrorSerializer, description="not_found: unknown id, or a scope the token cannot see"),
-    409: OpenApiResponse(ErrorSerializer, description="conflict: the entity key is already active in the scope"),
-    503: OpenApiResponse(ErrorSerializer, description="backend_unavailable: the database did not answer"),
+    403: OpenApiResponse(
+        ErrorSerializer,
+        description="forbidden: the caller's role (or the token owner's) is below the one needed, a read token "
+        "asked to change something, or a write into a scope outside the token's",
+    ),
+    404: OpenApiResponse(
+        ErrorSerializer, description="not_found: an unknown id or name, or a scope the token cannot see"
+    ),
+    409: OpenApiResponse(
+        ErrorSerializer, description="conflict: e.g. the entity key or name is already taken in the scope"
+    ),
+    503: OpenApiResponse(
+        ErrorSerializer, description="backend_unavailable: the database, broker or an index did not answer"
+    ),
 }
 
 
@@ -228,12 +222,21 @@ class WriteTransactionMixin:
     def dispatch(self, request, *args, **kwargs):
         if request.method in permissions.SAFE_METHODS:
             return super().dispatch(request, *args, **kwargs)
-        with transaction.atomic():
-            response = super().dispatch(request, *args, **kwargs)
-            if response.status_code >= 400:
-                transaction.set_rollback(True)
-            elif hasattr(response, "render"):
-                response.render()
+        try:
+            with transaction.atomic():
+                response = super().dispatch(request, *args, **kwargs)
+                if response.status_code >= 400:
+                    transaction.set_rollback(True)
+                elif hasattr(response, "render"):
+                    response.render()
+        except (OperationalError, InterfaceError, BrokerError) as exc:
+            # Outside the view's exception handling: the database went away as the transaction
+            # began or ended (what the view answered was never acknowledged), or the broker refused
+            # a task sent once it committed. Answer what that handling would: a 503.
+            response = exception_handler(exc, {"view": self, "request": request})
+            response.accepted_renderer = JSONRenderer()
+            response.accepted_media_type = JSONRenderer.media_type
+            response.renderer_context = {"view": self, "request": request}
         return response
 
 

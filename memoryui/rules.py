@@ -63,7 +63,16 @@ SOURCES: tuple[str, ...] = tuple(Source.values)
 # Scope types that carry an explicit prefix. A bare id is an agent id.
 SCOPE_TYPES = ("agent", "user", "session", "project", "team", "global")
 SCOPE_MAX_LENGTH = 200
-_SCOPE_VALUE = re.compile(r"^[\w.\-@/]+$")
+# Every scope the store accepts, as the API's schema states it (an ECMA-262 and Python regex
+# alike): `global`, or an optional lower-case type prefix and an id of ASCII letters, digits and
+# . _ - @ /. A bare id is an agent's. Nothing is folded or trimmed: what matches is the scope.
+# The id's length is bounded so that the whole scope, prefix included, fits SCOPE_MAX_LENGTH.
+SCOPE_PATTERN = (
+    "^(?:"
+    + "|".join(f"{t}:[A-Za-z0-9_.@/-]{{1,{SCOPE_MAX_LENGTH - len(t) - 1}}}" for t in SCOPE_TYPES[:-1])
+    + f"|[A-Za-z0-9_.@/-]{{1,{SCOPE_MAX_LENGTH - len('agent:')}}})$"
+)
+_SCOPE = re.compile(SCOPE_PATTERN)
 ENTITY_KEY_MAX_LENGTH = 255
 _ENTITY_KEY = re.compile(r"^[a-z][a-z0-9_.\-]*:\S.*$")
 
@@ -109,7 +118,7 @@ class ScopeError(ValueError):
 
 
 def normalize_scope(raw: str) -> str:
-    """Return the canonical scope: `agent:<id>` for a bare id, lower-cased type prefix.
+    """Return the canonical scope: `agent:<id>` for a bare id (SCOPE_PATTERN says what is a scope).
 
     `main` and `agent:main` are the same scope, so one agent's memories are never split.
     """
@@ -118,28 +127,22 @@ def normalize_scope(raw: str) -> str:
     if not isinstance(raw, str):
         # A number is not a scope: 123 would silently become agent:123.
         raise ScopeError(f"scope must be a string, got {type(raw).__name__}")
-    value = unicodedata.normalize("NFKC", raw).strip()
-    if not value:
+    if not raw.strip():
         raise ScopeError("scope is required")
-    if len(value) > SCOPE_MAX_LENGTH:
+    if len(raw) > SCOPE_MAX_LENGTH:
         raise ScopeError(f"scope is longer than {SCOPE_MAX_LENGTH} characters")
-    if value.lower() == "global":
-        return "global"
-    if ":" in value:
-        prefix, _, rest = value.partition(":")
-        prefix = prefix.strip().lower()
-        rest = rest.strip()
-        if prefix not in SCOPE_TYPES or prefix == "global":
+    if not _SCOPE.fullmatch(raw):
+        prefix, colon, rest = raw.partition(":")
+        if re.fullmatch("[A-Za-z0-9_.@/-]+", rest if colon else raw) and (not colon or prefix in SCOPE_TYPES[:-1]):
+            raise ScopeError(f"scope is longer than {SCOPE_MAX_LENGTH} characters with its type prefix")
+        if colon and prefix not in SCOPE_TYPES[:-1]:
             raise ScopeError(
-                f"unknown scope type {prefix!r}; use one of "
+                f"unknown scope type {prefix[:40]!r}; use one of "
                 + ", ".join(f"{t}:<id>" for t in SCOPE_TYPES if t != "global")
-                + " or global"
+                + " or global (lower case)"
             )
-    else:
-        prefix, rest = "agent", value
-    if not rest or not _SCOPE_VALUE.match(rest):
-        raise ScopeError("scope id may hold letters, digits and . _ - @ / only")
-    return f"{prefix}:{rest}"
+        raise ScopeError("a scope id may hold ASCII letters, digits and . _ - @ / only, e.g. agent:main or user:42")
+    return raw if ":" in raw or raw == "global" else f"agent:{raw}"
 
 
 def normalize_text(text: str) -> str:
@@ -470,7 +473,9 @@ def clean_memory_fields(
         for key in ("scope", "kind", "text"):
             if data.get(key) in (None, "") and key not in nulls:
                 errors.setdefault(key, []).append("is required")
-    if data.get("scope") not in (None, ""):
+    if partial and data.get("scope") == "":
+        errors.setdefault("scope", []).append("may not be empty; leave it out to keep the scope")
+    elif data.get("scope") not in (None, ""):
         try:
             clean["scope"] = normalize_scope(data["scope"])
         except ScopeError as exc:

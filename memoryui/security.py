@@ -1,4 +1,4 @@
-"""Private data files, and the page a locked-out sign-in gets.
+"""Private data files, the page a locked-out sign-in gets, and query strings no text can hold.
 
 Data files: the data dir holds every memory (SQLite database, broker queue, indexes) and the
 secret key, so it is kept 0700 and the SQLite files 0600. SQLite creates a database's journals
@@ -16,8 +16,11 @@ import os
 from pathlib import Path
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
+
+from memoryui import untrusted
+from memoryui.errors import error_body
 
 SQLITE_JOURNALS = ("-wal", "-shm", "-journal")
 
@@ -63,3 +66,26 @@ def lockout_response(request, original_response=None, credentials=None) -> HttpR
     if cooloff:
         response["Retry-After"] = str(int(cooloff.total_seconds()))
     return response
+
+
+class UnstorableQueryMiddleware:
+    """A query parameter holding what no text can (a NUL, a lone surrogate) is a 400 naming it,
+    before any view reads it: JSON under /api/, a plain page elsewhere. The schema states it
+    (memoryui.schema: every text parameter matches `^[^\\x00]*$`)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        problems = {
+            name: [f"{name} {problem}"]
+            for name, values in request.GET.lists()
+            for problem in [next(filter(None, map(untrusted.string_problem, [name, *values])), None)]
+            if problem
+        }
+        if not problems:
+            return self.get_response(request)
+        message = "Invalid query parameters: " + ", ".join(problems) + "."
+        if request.path.startswith("/api/"):
+            return JsonResponse(error_body(400, message, problems), status=400)
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")

@@ -26,7 +26,8 @@ def as_plain_dict(data) -> dict:
 
 
 def not_strings(fields: Mapping[str, serializers.Field], data: Mapping) -> dict[str, list[str]]:
-    """Where a text field (or a list of texts) of `fields` was given something else than a string.
+    """Where a text field (or a list of texts) of `fields` was given something else than a string,
+    or a boolean field something else than true or false.
 
     DRF's CharField turns a number into its digits: `"scope": 123` would become the scope
     agent:123. Text is only ever taken from a JSON string.
@@ -38,6 +39,9 @@ def not_strings(fields: Mapping[str, serializers.Field], data: Mapping) -> dict[
             continue  # absent, or null (which the field's allow_null decides)
         if isinstance(field, serializers.CharField) and not isinstance(value, str):
             problems[name] = [f"must be a string, got {type(value).__name__}"]
+        elif isinstance(field, serializers.BooleanField) and not isinstance(value, bool):
+            # DRF reads 0, 1, "yes" and "off" as booleans too; JSON has true and false.
+            problems[name] = [f"must be true or false, got {type(value).__name__}"]
         elif isinstance(field, serializers.ListField) and isinstance(field.child, serializers.CharField):
             bad = [i for i, item in enumerate(value) if not isinstance(item, str)] if isinstance(value, list) else []
             if bad:
@@ -191,7 +195,9 @@ class TokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "key_prefix", "scopes", "created_at", "last_used_at", "revoked_at", "is_revoked"]
+        fields = [
+            "id", "name", "key_prefix", "scopes", "access", "created_at", "last_used_at", "revoked_at", "is_revoked",
+        ]  # fmt: skip
         read_only_fields = fields
 
 
@@ -206,7 +212,15 @@ class TokenIssuedSerializer(TokenSerializer):
 class TokenCreateSerializer(StrictSerializer):
     name = serializers.CharField(max_length=ApiToken._meta.get_field("name").max_length)
     scopes = serializers.ListField(
-        child=serializers.CharField(), required=False, help_text="Scopes the token may see; empty = every scope."
+        child=serializers.CharField(),
+        required=False,
+        help_text="Scopes the token may see; empty = every scope (admins only).",
+    )
+    access = serializers.ChoiceField(
+        choices=ApiToken.Access.choices,
+        required=False,
+        help_text="read: reads and recalls only; write (editors and admins): may also change memories. "
+        "Default: the most the caller may issue.",
     )
 
 

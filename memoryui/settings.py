@@ -89,6 +89,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "memoryui.security.UnstorableQueryMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -110,6 +111,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "memoryui.roles.context",
             ],
         },
     },
@@ -119,6 +121,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'memoryui.sqlite3'}",
         conn_max_age=60,
+        # A kept connection is checked before a request uses it: one the database dropped
+        # (a restart, a failover) is replaced, and that request does not fail.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -254,11 +259,12 @@ REST_FRAMEWORK = {
         "memoryui.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Every request needs its view's role; one that changes something also a write token (memoryui.roles).
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated", "memoryui.roles.RolePermission"],
     # JSON in, JSON out: the browsable UI is the Swagger page at /api/docs/.
     "DEFAULT_RENDERER_CLASSES": ["memoryui.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["memoryui.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "memoryui.schema.AutoSchema",
     "EXCEPTION_HANDLER": "memoryui.rest.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "memoryui.pagination.MemoryPagination",
     "PAGE_SIZE": 50,
@@ -280,6 +286,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Request bodies get components of their own (`XRequest`): what a client may send is not what it gets back.
+    "COMPONENT_SPLIT_REQUEST": True,
+    # OpenAPI 3.1 (JSON Schema 2020-12), for the rules 3.0 cannot state: metadata keys (`propertyNames`).
+    "OAS_VERSION": "3.1.0",
+    # The rules the API enforces beyond the serializers' fields (memoryui.schema).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "memoryui.schema.postprocess"],
     "ENUM_NAME_OVERRIDES": {
         "EventActionEnum": "memoryui.models.MemoryEvent.Action",
         "BulkActionEnum": "memoryui.serializers.BULK_ACTIONS",
@@ -350,6 +362,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tasks are sent after the transaction that asked for them commits, inside the request. A broker
+# that is down refuses at once; one that hangs (or sits behind a dropped network path) would hold
+# the request for ever, since redis-py waits without limit unless told. So each exchange with it
+# waits at most 3 s, and a send is retried once (the retry reconnects a connection that went stale
+# while the broker restarted): a write then answers within about 10 s, its index work kept in the
+# outbox for the sweep below.
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "redis+socket://", "sentinel://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 3, "socket_connect_timeout": 3}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 # The queue memoryui's tasks go to and its worker consumes (a shared broker may serve others).
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "memoryui")
 # Index updates have a queue of their own, consumed by a worker of their own (Procfile), so bulk
@@ -360,7 +381,12 @@ MEMORYUI_BULK_QUEUE = env_str("MEMORYUI_BULK_QUEUE", f"{CELERY_TASK_DEFAULT_QUEU
 CELERY_TASK_QUEUES = {name: {} for name in (CELERY_TASK_DEFAULT_QUEUE, MEMORYUI_INDEX_QUEUE, MEMORYUI_BULK_QUEUE)}
 CELERY_TASK_ROUTES = {
     **dict.fromkeys(
-        ["recall.tasks.sync_index", "recall.tasks.repair_indexes", "recall.tasks.rebuild_indexes"],
+        [
+            "recall.tasks.sync_index",
+            "recall.tasks.repair_indexes",
+            "recall.tasks.rebuild_indexes",
+            "searchindex.tasks.sync_pending",
+        ],
         {"queue": MEMORYUI_INDEX_QUEUE},
     ),
     **dict.fromkeys(
@@ -387,4 +413,13 @@ CELERY_BEAT_SCHEDULE = (
     if MEMORYUI_DECAY_INTERVAL_MINUTES > 0
     else {}
 )
+# Index work no `sync_index` task will do (the broker was away when the change committed, or the
+# message was lost) is swept every MEMORYUI_INDEX_SWEEP_SECONDS: outbox rows pending for longer
+# than that are synced (0 or off = never; `reindex` and a worker's start still finish them).
+MEMORYUI_INDEX_SWEEP_SECONDS = env_float("MEMORYUI_INDEX_SWEEP_SECONDS", 60.0) or 0.0
+if MEMORYUI_INDEX_SWEEP_SECONDS > 0:
+    CELERY_BEAT_SCHEDULE["sync-pending-index-work"] = {
+        "task": "searchindex.tasks.sync_pending",
+        "schedule": MEMORYUI_INDEX_SWEEP_SECONDS,
+    }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")

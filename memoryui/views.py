@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from memoryui import rest, rules, web
+from memoryui import rest, roles, rules, web
 from memoryui.filters import MemoryListFilterSet
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryForm, TokenForm
 from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent
@@ -103,7 +103,7 @@ DASHBOARD_PANELS = {
 INDEX_ACTIONS = ("verify", "repair", "rebuild")
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def index_action(request, action: str):
     """Verify the indexes now, or queue a repair or a rebuild; htmx gets the panel back."""
@@ -264,7 +264,7 @@ def memory_list(request):
     return web.render(request, "memoryui/memory_list.html", context, status=400 if results["invalid"] else 200)
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def memory_bulk(request):
     """Apply one action to the checked memories; the list's filters ride in the query string."""
@@ -298,7 +298,7 @@ ROW_ACTIONS = ("pin", "unpin", "tombstone", "restore")
 ROW_ACTION_DONE = {"pin": "Pinned", "unpin": "Unpinned", "tombstone": "Tombstoned", "restore": "Restored"}
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def memory_action(request, pk, action: str):
     """Pin, unpin, tombstone (with a reason) or restore one memory; htmx gets the updated row."""
@@ -412,13 +412,13 @@ def _form_page(request, form: MemoryForm, *, memory: Memory | None) -> HttpRespo
     return web.render(request, "memoryui/memory_form.html", context, status=status)
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_http_methods(["GET", "POST"])
 def memory_create(request):
     return _form_page(request, MemoryForm(request.POST or None), memory=None)
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_http_methods(["GET", "POST"])
 def memory_edit(request, pk):
     memory = get_object_or_404(Memory, pk=pk)
@@ -431,16 +431,27 @@ def memory_edit(request, pk):
 @web.login_required_htmx
 @require_http_methods(["GET", "POST"])
 def tokens(request):
-    """List the user's tokens; a POST issues one and shows its raw key on this response only."""
-    form = TokenForm(request.POST or None)
+    """List the user's tokens; a POST issues one and shows its raw key on this response only.
+
+    What a user may mint depends on their role (`roles.mint_refusal`): a token above it is a form error."""
+    default_access = roles.default_access(request.user)
+    form = TokenForm(request.POST or None, default_access=default_access)
     issued = raw_key = None
     status = 200
     if request.method == "POST":
-        saved = form.save(user=request.user) if form.is_valid() else None
+        saved = None
+        if form.is_valid():
+            data = form.cleaned_data
+            refusal = roles.mint_refusal(request.user, access=data["access"], scopes=data["scopes"])
+            if refusal:
+                form.add_error(refusal.field, refusal.message)
+                status = 403
+            else:
+                saved = form.save(user=request.user)
         if saved:
             issued, raw_key = saved
-            form = TokenForm()
-        else:
+            form = TokenForm(default_access=default_access)
+        elif status == 200:
             status = 400
     token_list, unavailable = web.load(lambda: list(ApiToken.objects.filter(user=request.user)))
     context = {

@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from memoryui import cleanup, dedup, merging, rules, undo, web
+from memoryui import cleanup, dedup, merging, roles, rules, undo, web
 from memoryui.models import Memory, TaskRun
 from memoryui.tasks import CLEANUP, enqueue_cleanup_step, enqueue_dedup
 
@@ -132,7 +132,7 @@ def _decide_cluster(request: HttpRequest, decide, *, failure: str):
     return redirect(back)
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def duplicates_merge(request):
     """Approve one proposed cluster: merge its members into the chosen canonical memory."""
@@ -148,7 +148,7 @@ def duplicates_merge(request):
     return _decide_cluster(request, merge, failure="Nothing merged")
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def duplicates_reject(request):
     """Not duplicates: these memories are never proposed together again."""
@@ -160,7 +160,7 @@ def duplicates_reject(request):
     return _decide_cluster(request, reject, failure="Nothing marked")
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def duplicates_apply(request):
     """Merge every cluster at the given threshold, as a background task (one batch)."""
@@ -178,7 +178,7 @@ def duplicates_apply(request):
 # --- undo -------------------------------------------------------------------------------------
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def batch_undo(request, batch):
     back = web.safe_next(request, reverse("task_list"))
@@ -274,7 +274,7 @@ def _cleanup_url(scope: str) -> str:
     return f"{reverse('cleanup')}?scope={scope}"
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def cleanup_apply(request):
     """Apply the wizard's current step (the one that was previewed) as a background task."""
@@ -293,7 +293,7 @@ def cleanup_apply(request):
     return redirect(_cleanup_url(scope))
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def cleanup_undo(request):
     """Undo the clean-up: every applied step's batch, last step first."""

@@ -11,7 +11,7 @@ from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from memoryui import decay, extraction, rollup, web
+from memoryui import decay, extraction, roles, rollup, web
 from memoryui.api_transcripts import transcript_detail as detail_of
 from memoryui.models import TaskRun, Transcript
 from memoryui.tasks import DECAY, enqueue_decay, enqueue_extraction
@@ -61,7 +61,7 @@ def transcript_detail(request, pk):
     return web.render(request, "memoryui/transcript_detail.html", context)
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def transcript_extract(request, pk):
     """Queue the extraction (the dry run's Apply) and go to its task; with one queued or running
@@ -95,7 +95,7 @@ def task_list(request):
     return web.render(request, "memoryui/task_list.html", context)
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def task_decay_now(request):
     """Run the scheduled decay now (as a task, like the schedule does)."""

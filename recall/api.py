@@ -2,9 +2,10 @@
 
 - `/api/recall/`: the full pipeline, for agents;
 - `traces/`: saved recalls, read-only;
-- `profiles/`: the tuning knobs; every caller reads them, only a signed-in person changes them
+- `profiles/`: the tuning knobs; every caller reads them, only a signed-in admin changes them
   (a profile changes every agent's recall);
-- `golden/`: golden sets and their queries, and runs scoring a profile (or comparing two) on them.
+- `golden/`: golden sets and their queries, and runs scoring a profile (or comparing two) on them
+  (editors: a run writes nothing, so a read token of an editor may run one).
 
 A token sees the traces and golden sets of its own scopes only; the others answer 404.
 """
@@ -23,7 +24,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import rest
+from memoryui import rest, roles
 from memoryui.models import ApiToken, Memory
 from memoryui.serializers import ErrorSerializer
 from recall import golden
@@ -48,6 +49,9 @@ from searchindex.search import SearchError
 class RecallView(APIView):
     throttle_scope = "expensive"  # MEMORYUI_API_EXPENSIVE_RATE as well (memoryui.throttling)
 
+    def access_needed(self, request) -> roles.Need:
+        return roles.READS  # a POST that reads: every role, read tokens too
+
     @extend_schema(
         summary="Recall memories for an agent's turn",
         description=(
@@ -58,7 +62,7 @@ class RecallView(APIView):
             "access counts are bumped."
         ),
         request=RecallRequestSerializer,
-        responses={200: RecallResponseSerializer, **rest.errors(400, 401, 403, 503)},
+        responses={200: RecallResponseSerializer, **rest.errors(400, 401, 403, 404, 503)},
     )
     def post(self, request):
         body = RecallRequestSerializer(data=request.data)
@@ -75,9 +79,8 @@ class RecallView(APIView):
             profile = RecallProfile.objects.resolve(data.get("profile"))
         except RecallProfile.DoesNotExist:
             known = ", ".join(RecallProfile.objects.values_list("name", flat=True)) or "default"
-            raise exceptions.ValidationError(
-                {"profile": [f"no profile named {data['profile']!r}; known: {known}"]}
-            ) from None
+            message = f"no profile named {data['profile']!r}; known: {known}"
+            raise rest.ApiError(404, message, {"profile": [message]}) from None
         try:
             result = recall(
                 data["query"],
@@ -140,7 +143,8 @@ class RecallTraceViewSet(viewsets.GenericViewSet):
 
 
 class SessionWritesOnly(permissions.BasePermission):
-    """Profiles change every agent's recall: tokens may read them, only a signed-in person changes them."""
+    """Profiles change every agent's recall: tokens may read them, only a signed-in person changes them
+    (and only an admin: the viewset's `write_role`)."""
 
     message = "API tokens may read recall profiles but not change them; sign in to the dashboard instead."
 
@@ -150,7 +154,9 @@ class SessionWritesOnly(permissions.BasePermission):
 
 PROFILE_WRITE_ERRORS = {
     **rest.errors(400, 401),
-    403: OpenApiResponse(ErrorSerializer, description="forbidden: API tokens cannot change profiles"),
+    403: OpenApiResponse(
+        ErrorSerializer, description="forbidden: only a signed-in admin changes profiles; API tokens cannot"
+    ),
 }
 
 
@@ -158,24 +164,24 @@ PROFILE_WRITE_ERRORS = {
     list=extend_schema(summary="Recall profiles", responses={200: ProfileSerializer(many=True), **rest.errors(401)}),
     retrieve=extend_schema(summary="A recall profile", responses={200: ProfileSerializer, **rest.errors(401, 404)}),
     create=extend_schema(
-        summary="Create a recall profile (signed-in users only)",
+        summary="Create a recall profile (signed-in admins only)",
         request=ProfileSerializer,
         responses={201: ProfileSerializer, **PROFILE_WRITE_ERRORS},
     ),
     update=extend_schema(
-        summary="Replace a recall profile (signed-in users only)",
+        summary="Replace a recall profile (signed-in admins only)",
         description="The `default` profile keeps its name.",
         request=ProfileSerializer,
         responses={200: ProfileSerializer, **PROFILE_WRITE_ERRORS, **rest.errors(404)},
     ),
     partial_update=extend_schema(
-        summary="Change some of a recall profile (signed-in users only)",
+        summary="Change some of a recall profile (signed-in admins only)",
         description="`knobs` are merged into the stored ones; a knob set to null goes back to its default.",
         request=ProfileSerializer(partial=True),
         responses={200: ProfileSerializer, **PROFILE_WRITE_ERRORS, **rest.errors(404)},
     ),
     destroy=extend_schema(
-        summary="Delete a recall profile (signed-in users only)",
+        summary="Delete a recall profile (signed-in admins only)",
         description="Traces that used it keep its name. The `default` profile cannot be deleted.",
         responses={
             204: None,
@@ -187,7 +193,8 @@ PROFILE_WRITE_ERRORS = {
 )
 class RecallProfileViewSet(viewsets.GenericViewSet):
     serializer_class = ProfileSerializer
-    permission_classes = [permissions.IsAuthenticated, SessionWritesOnly]
+    permission_classes = [permissions.IsAuthenticated, SessionWritesOnly, roles.RolePermission]
+    write_role = roles.Role.ADMIN
     pagination_class = None
     lookup_field = "name"
     lookup_value_converter = "str"
@@ -254,6 +261,16 @@ def _evaluation_data(evaluation: golden.Evaluation) -> dict:
     }
 
 
+def _check_name_free(name: str, scope: str, *, but: GoldenSet | None = None) -> None:
+    """409 when another golden set of `scope` (one the caller may write to) has this name."""
+    taken = GoldenSet.objects.filter(scope=scope, name=name)
+    if but is not None:
+        taken = taken.exclude(pk=but.pk)
+    if taken.exists():
+        message = f"{scope} already has a golden set named {name!r}"
+        raise rest.ApiError(409, message, {"name": [message]})
+
+
 @extend_schema_view(
     list=extend_schema(
         summary="Golden sets in your scopes", responses={200: GoldenSetSerializer(many=True), **rest.errors(401)}
@@ -261,7 +278,7 @@ def _evaluation_data(evaluation: golden.Evaluation) -> dict:
     create=extend_schema(
         summary="Create a golden set",
         request=GoldenSetSerializer,
-        responses={201: GoldenSetDetailSerializer, **rest.errors(400, 401, 403)},
+        responses={201: GoldenSetDetailSerializer, **rest.errors(400, 401, 403, 409)},
     ),
     retrieve=extend_schema(
         summary="A golden set with its queries", responses={200: GoldenSetDetailSerializer, **rest.errors(401, 404)}
@@ -270,10 +287,10 @@ def _evaluation_data(evaluation: golden.Evaluation) -> dict:
         summary="Change a golden set",
         description="A new scope must hold every expected memory of the set's queries.",
         request=GoldenSetSerializer(partial=True),
-        responses={200: GoldenSetDetailSerializer, **rest.errors(400, 401, 403, 404)},
+        responses={200: GoldenSetDetailSerializer, **rest.errors(400, 401, 403, 404, 409)},
     ),
     destroy=extend_schema(
-        summary="Delete a golden set and its queries", responses={204: None, **rest.errors(401, 404)}
+        summary="Delete a golden set and its queries", responses={204: None, **rest.errors(401, 403, 404)}
     ),
 )
 class GoldenSetViewSet(viewsets.GenericViewSet):
@@ -284,6 +301,11 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
     lookup_value_converter = "int"
     queryset = GoldenSet.objects.all()
     throttle_scope = None  # `run` is "expensive" (memoryui.throttling); the rest count as any call
+
+    def access_needed(self, request) -> roles.Need:
+        if self.action == "run":
+            return roles.Need(roles.Role.EDITOR, writes=False)  # an editor's, but it records nothing
+        return roles.method_need(request)
 
     def get_queryset(self):
         scopes = rest.visible_scopes(self.request)
@@ -308,6 +330,7 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
         body = self.get_serializer(data=request.data)
         body.is_valid(raise_exception=True)
         rest.check_writable_scope(request, body.validated_data["scope"])
+        _check_name_free(body.validated_data["name"], body.validated_data["scope"])
         return self._answer(body.save(), status_code=201)
 
     def retrieve(self, request, pk):
@@ -321,6 +344,8 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
             scope = body.validated_data.get("scope", golden_set.scope)
             if scope != golden_set.scope:
                 rest.check_writable_scope(request, scope)
+            _check_name_free(body.validated_data.get("name", golden_set.name), scope, but=golden_set)
+            if scope != golden_set.scope:
                 expected = {pk for query in golden_set.queries.all() for pk in query.expected_ids}
                 elsewhere = Memory.objects.filter(pk__in=expected).exclude(scope=scope).count()
                 if elsewhere:
@@ -337,7 +362,7 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
     @extend_schema(
         summary="Add a query to a golden set",
         request=GoldenQuerySerializer,
-        responses={201: GoldenQuerySerializer, **rest.errors(400, 401, 404)},
+        responses={201: GoldenQuerySerializer, **rest.errors(400, 401, 403, 404)},
     )
     @action(detail=True, methods=["post"])
     def queries(self, request, pk):
@@ -348,7 +373,7 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
         query = body.save(golden_set=golden_set)
         return Response(GoldenQuerySerializer(query, context=context).data, status=201)
 
-    @extend_schema(summary="Remove a query from a golden set", responses={204: None, **rest.errors(401, 404)})
+    @extend_schema(summary="Remove a query from a golden set", responses={204: None, **rest.errors(401, 403, 404)})
     @action(detail=True, methods=["delete"], url_path="queries/<int:query_id>", url_name="query")
     def delete_query(self, request, pk, query_id):
         deleted, _ = GoldenQuery.objects.filter(golden_set=self.get_object(), pk=query_id).delete()
@@ -362,12 +387,12 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
         "recorded: no access counts, no events, no traces. `movements` says, per query, which memories moved in "
         "or out going from `profile` to `compare`.",
         request=GoldenRunRequestSerializer,
-        responses={200: GoldenRunSerializer, **rest.errors(400, 401, 404, 503)},
+        responses={200: GoldenRunSerializer, **rest.errors(400, 401, 403, 404, 503)},
     )
     @action(detail=True, methods=["post"], throttle_scope="expensive")
     def run(self, request, pk):
         golden_set = self.get_object()
-        body = GoldenRunRequestSerializer(data=request.data or {})
+        body = GoldenRunRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         names = {"profile": body.validated_data["profile"], "compare": body.validated_data.get("compare") or None}
         profiles, problems = {}, {}
@@ -380,7 +405,7 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
                 known = ", ".join(RecallProfile.objects.values_list("name", flat=True))
                 problems[field_name] = [f"no profile named {name!r}; known: {known}"]
         if problems:
-            raise exceptions.ValidationError(problems)
+            raise rest.ApiError(404, "No profile of that name.", problems)
         first = golden.evaluate(golden_set, profiles["profile"].settings, profile=profiles["profile"].name)
         answer = {**_evaluation_data(first), "compare": None, "movements": None}
         if second_profile := profiles.get("compare"):

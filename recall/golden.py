@@ -217,7 +217,7 @@ def import_labelled(data: dict, *, name: str, actor: str) -> dict:
         scopes = list(dict.fromkeys(q["scope"] for q in queries))
         for scope in scopes:
             golden, _ = GoldenSet.objects.update_or_create(
-                name=f"{name}/{scope}"[:100], defaults={"scope": scope, "description": f"Imported from {name}."}
+                name=f"{name}/{scope}"[:100], scope=scope, defaults={"description": f"Imported from {name}."}
             )
             golden.queries.all().delete()
             GoldenQuery.objects.bulk_create(

@@ -159,13 +159,16 @@ class RecallTrace(models.Model):
 class GoldenSet(models.Model):
     """Golden queries for one scope: what recall should find (or, with no expected id, stay silent on)."""
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, help_text="unique within its scope")
     scope = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "scope"]
+        # Unique per scope, not across scopes: a name taken in one scope is neither refused nor
+        # reported in another, so names can be neither probed nor squatted across scopes.
+        constraints = [models.UniqueConstraint(fields=["scope", "name"], name="goldenset_unique_name_per_scope")]
 
     def __str__(self) -> str:
         return self.name

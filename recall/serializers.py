@@ -216,12 +216,14 @@ class GoldenQuerySerializer(StrictSerializer, serializers.ModelSerializer):
         found = {str(pk): scope for pk, scope in memories.filter(pk__in=ids).values_list("pk", "scope")}
         for pk in ids:
             scope = found.get(pk)
-            if scope is None:
-                problems.append(f"no memory has the id {pk}")
-            elif scope != golden_set.scope:
+            if scope is not None and scope != golden_set.scope:
                 problems.append(f"{pk} is in {scope}, not in this set's scope {golden_set.scope}")
         if problems:
             raise serializers.ValidationError(problems)
+        if unknown := [pk for pk in ids if pk not in found]:
+            # Well-formed ids of no memory (the caller can see): a 404 naming them, as for any unknown id.
+            reasons = [f"no memory has the id {pk}" for pk in unknown]
+            raise rest.ApiError(404, "No memory has " + ", ".join(unknown[:5]) + ".", {"expected_ids": reasons})
         return list(dict.fromkeys(ids))
 
 
@@ -233,6 +235,9 @@ class GoldenSetSerializer(StrictSerializer, serializers.ModelSerializer):
         model = GoldenSet
         fields = ["id", "url", "name", "scope", "description", "query_count", "created_at"]
         read_only_fields = ["id", "created_at"]
+        # A name is unique within its scope; the view checks it once it knows the caller may write
+        # there, so a name in a scope the caller cannot see is never reported (recall.api).
+        validators = []
 
     def validate_scope(self, value: str) -> str:
         try:

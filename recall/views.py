@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryui import web
+from memoryui import roles, web
 from memoryui.models import Memory
 from recall import golden
 from recall.calibration import MIN_ANSWERABLE, MIN_QUERIES, MIN_UNANSWERABLE
@@ -98,7 +98,7 @@ def _playground_initial() -> dict:
     return {"scope": scopes[0] if scopes else "agent:main", "profile": DEFAULT_PROFILE}
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def trace_save(request: HttpRequest) -> HttpResponse:
     """Save a playground run as a trace, exactly as it was shown."""
@@ -170,7 +170,7 @@ def profile_list(request: HttpRequest) -> HttpResponse:
     return web.render(request, "recall/profile_list.html", context)
 
 
-@web.login_required_htmx
+@roles.admin_required
 @require_http_methods(["GET", "POST"])
 def profile_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
     profile = get_object_or_404(RecallProfile, name=name) if name else RecallProfile()
@@ -186,7 +186,7 @@ def profile_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
 # --- golden sets --------------------------------------------------------------------------------
 
 
-@web.login_required_htmx
+@roles.role_required(roles.Role.EDITOR, unsafe_only=True)
 @require_http_methods(["GET", "POST"])
 def golden_list(request: HttpRequest) -> HttpResponse:
     form = GoldenSetForm(request.POST or None)
@@ -199,7 +199,7 @@ def golden_list(request: HttpRequest) -> HttpResponse:
     return web.render(request, "recall/golden_list.html", context, status=status)
 
 
-@web.login_required_htmx
+@roles.role_required(roles.Role.EDITOR, unsafe_only=True)
 @require_http_methods(["GET", "POST"])
 def golden_detail(request: HttpRequest, pk: int) -> HttpResponse:
     golden_set = get_object_or_404(GoldenSet, pk=pk)
@@ -237,7 +237,7 @@ def _calibration_size(golden_set: GoldenSet) -> dict:
     return {"calibration_missing": missing, "calibration_minimum": (MIN_QUERIES, MIN_ANSWERABLE, MIN_UNANSWERABLE)}
 
 
-@web.login_required_htmx
+@roles.admin_required  # the calibrated knobs are saved as a recall profile
 @require_POST
 def golden_calibrate(request: HttpRequest, pk: int) -> HttpResponse:
     """Queue a calibration of the set's knobs; the task page follows it, the profile holds the result."""
@@ -262,7 +262,7 @@ def golden_calibrate(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(run.get_absolute_url())
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_POST
 def golden_query_delete(request: HttpRequest, pk: int, query_pk: int) -> HttpResponse:
     query = get_object_or_404(GoldenQuery, pk=query_pk, golden_set_id=pk)
@@ -271,7 +271,7 @@ def golden_query_delete(request: HttpRequest, pk: int, query_pk: int) -> HttpRes
     return redirect(reverse("recall:golden_detail", args=[pk]))
 
 
-@web.login_required_htmx
+@roles.editor_required
 @require_GET
 def golden_run(request: HttpRequest, pk: int) -> HttpResponse:
     """Run the set against profile A (and compare with B): metrics, and per query what moved."""

@@ -1,9 +1,11 @@
-"""Shared fixtures. Who is who:
+"""Shared fixtures. Who is who (roles: memoryui.roles):
 
-- alice is the operator: a superuser who signs in to the dashboard and sees every scope.
-- bob is a signed-in user without staff rights; the dashboard is open to him too.
+- alice is the operator: a superuser, so an admin, who signs in to the dashboard and sees every scope.
+- bob is a signed-in user in no group: a viewer, who reads everything but changes nothing.
+- erin is an editor: she changes memories and runs the hygiene, but mints no unscoped token and
+  changes no recall profile.
 - the agent token belongs to alice and sees every scope (an agent using memoryui as its store).
-- mallory has a token for agent:other only; she must never see agent:main.
+- mallory is an editor with a write token for agent:other only; she must never see agent:main.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.test import Client
 
-from memoryui import writing
+from memoryui import roles, writing
 from memoryui.celery import app
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
@@ -31,10 +33,31 @@ def bob(django_user_model):
 
 
 @pytest.fixture
-def alice_client(alice) -> Client:
+def erin(django_user_model):
+    user = django_user_model.objects.create_user("erin", "erin@example.com", "erin-password-1")
+    roles.set_role(user, roles.Role.EDITOR)
+    return user
+
+
+def signed_in(user) -> Client:
     client = Client()
-    client.force_login(alice)
+    client.force_login(user)
     return client
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:
+    return signed_in(alice)
+
+
+@pytest.fixture
+def bob_client(bob) -> Client:
+    return signed_in(bob)
+
+
+@pytest.fixture
+def erin_client(erin) -> Client:
+    return signed_in(erin)
 
 
 @pytest.fixture
@@ -46,7 +69,8 @@ def agent_token(alice) -> str:
 @pytest.fixture
 def mallory_token(django_user_model) -> str:
     mallory = django_user_model.objects.create_user("mallory", "mallory@example.com", "mallory-password-1")
-    _, raw = ApiToken.issue(user=mallory, name="mallory", scopes=["agent:other"])
+    roles.set_role(mallory, roles.Role.EDITOR)
+    _, raw = ApiToken.issue(user=mallory, name="mallory", scopes=["agent:other"], access=ApiToken.Access.WRITE)
     return raw
 
 

@@ -26,12 +26,26 @@ class ApiTokenQuerySet(models.QuerySet):
 
 
 class ApiToken(models.Model):
-    """A bearer token for agents and scripts; only its hash is stored."""
+    """A bearer token for agents and scripts; only its hash is stored.
+
+    `access` says whether the token may change anything (`write`) or only read (`read`); a token
+    never does more than its owner's role allows at the time of the request (`memoryui.roles`).
+    """
+
+    class Access(models.TextChoices):
+        READ = "read"
+        WRITE = "write"
 
     name = models.CharField(max_length=100)
     key_prefix = models.CharField(max_length=16, db_index=True, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     scopes = models.JSONField(decoder=StoredJSONDecoder, default=list, blank=True, help_text="Empty = every scope.")
+    access = models.CharField(
+        max_length=5,
+        choices=Access.choices,
+        default=Access.WRITE,
+        help_text="read: only reads (and recalls); write: may also change memories, within its owner's role.",
+    )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -46,11 +60,18 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.key_prefix}…)"
 
     @classmethod
-    def issue(cls, *, user, name: str, scopes: list[str] | None = None) -> tuple[ApiToken, str]:
-        """Create a token and return it with the raw key, which is never stored or shown again."""
+    def issue(
+        cls, *, user, name: str, scopes: list[str] | None = None, access: str = Access.WRITE
+    ) -> tuple[ApiToken, str]:
+        """Create a token and return it with the raw key, which is never stored or shown again.
+
+        Who may mint which token is the caller's to check (`memoryui.roles.mint_refusal`).
+        """
         name = (name or "").strip()
         if not name:
             raise rules.MemoryValidationError({"name": ["is required"]})
+        if access not in cls.Access.values:
+            raise rules.MemoryValidationError({"access": [f"{access!r} is not one of: {', '.join(cls.Access.values)}"]})
         normalized = []
         for scope in scopes or []:
             try:
@@ -63,6 +84,7 @@ class ApiToken(models.Model):
             key_prefix=raw[: len(TOKEN_PREFIX) + 8],
             key_hash=hash_token(raw),
             scopes=sorted(set(normalized)),
+            access=access,
             user=user,
         )
         return token, raw
@@ -82,6 +104,11 @@ class ApiToken(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+    @property
+    def can_write(self) -> bool:
+        """The token's own access; its owner's role limits it further (`memoryui.roles`)."""
+        return self.access == self.Access.WRITE
 
     @property
     def allowed_scopes(self) -> list[str] | None:

@@ -11,12 +11,22 @@ from django.utils import timezone
 from memoryui import rules
 from memoryui.models.fields import StoredJSONDecoder
 
+EXTERNAL_ID_MAX_LENGTH = 200
+
 
 class Transcript(models.Model):
-    """An agent's conversation as it was posted; memory is extracted from its projection."""
+    """An agent's conversation as it was posted; memory is extracted from its projection.
+
+    The agent names a transcript by its own id (`external_id`: any string, a session id, unique
+    within its scope); memoryui names it by a UUID of its own. Two scopes may use the same
+    external id without either learning of the other.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH, db_index=True)
+    external_id = models.CharField(
+        max_length=EXTERNAL_ID_MAX_LENGTH, help_text="the agent's own id for it (a session id), unique in its scope"
+    )
     title = models.CharField(max_length=200, blank=True)
     metadata = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -25,9 +35,15 @@ class Transcript(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        constraints = [models.UniqueConstraint(fields=["scope", "external_id"], name="transcript_unique_external_id")]
 
     def __str__(self) -> str:
-        return self.title or f"transcript {self.pk}"
+        return self.title or f"transcript {self.external_id or self.pk}"
+
+    def save(self, *args, **kwargs):
+        if not self.external_id:
+            self.external_id = str(self.pk)
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("transcript_detail", args=[self.pk])

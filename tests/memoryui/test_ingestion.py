@@ -34,7 +34,8 @@ RESULT = {"role": "tool", "content": "200 OK", "tool_call_id": "c1"}
 def test_a_transcript_is_stored_with_every_message_in_order():
     report = ingest(transcript(USER, CALL, RESULT, ANSWER, title="onboarding"))
     stored = Transcript.objects.get()
-    assert report.created and report.added == 4 and report.to_dict()["transcript_id"] == TID
+    assert report.created and report.added == 4 and report.to_dict()["external_id"] == TID
+    assert report.to_dict()["transcript_id"] == str(stored.pk) and stored.external_id == TID
     assert stored.scope == "agent:main" and stored.title == "onboarding"
     assert [m.role for m in stored.messages.all()] == ["user", "assistant", "tool", "assistant"]
     call = stored.messages.get(index=1)
@@ -51,13 +52,37 @@ def test_posting_again_adds_only_the_new_messages_and_changes_none():
     assert repeat.added == 0 and Message.objects.count() == 3
 
 
-def test_a_changed_stored_message_or_another_scope_is_a_conflict_and_writes_nothing():
+def test_a_changed_stored_message_is_a_conflict_and_writes_nothing():
     ingest(transcript(USER, ANSWER))
     with pytest.raises(ConflictError, match="messages 1 differ"):
         ingest(transcript(USER, {"role": "assistant", "content": "edited"}, {"role": "user", "content": "new one"}))
     assert Message.objects.count() == 2
-    with pytest.raises(ConflictError, match="belongs to agent:main"):
-        ingest({**transcript(USER), "scope": "agent:other"})
+
+
+def test_the_same_id_in_another_scope_is_another_transcript_and_names_no_scope():
+    # A transcript id says nothing about other scopes: posting one that agent:main uses, in
+    # agent:other, stores a transcript of agent:other's own, and nothing in the answer names agent:main.
+    mine = ingest(transcript(USER, ANSWER))
+    theirs = ingest({**transcript(USER, {"role": "assistant", "content": "different"}), "scope": "agent:other"})
+    assert theirs.created and theirs.transcript.pk != mine.transcript.pk
+    assert theirs.to_dict()["external_id"] == TID and theirs.transcript.scope == "agent:other"
+    assert "agent:main" not in json.dumps(theirs.to_dict())
+    assert mine.transcript.messages.get(index=1).content == ANSWER["content"]
+
+
+def test_any_string_names_a_transcript_within_its_scope():
+    session = "session 2026-11-25/claude-code:7f3a"
+    first = ingest({"id": session, "scope": "main", "messages": [USER]})
+    again = ingest({"id": session, "scope": "main", "messages": [USER, ANSWER]})
+    assert first.created and not again.created and again.added == 1
+    assert again.transcript.pk == first.transcript.pk and again.transcript.external_id == session
+
+
+def test_without_an_id_a_transcript_is_named_by_its_uuid():
+    report = ingest({"scope": "main", "messages": [USER]})
+    assert report.transcript.external_id == str(report.transcript.pk)
+    again = ingest({"id": str(report.transcript.pk), "scope": "main", "messages": [USER, ANSWER]})
+    assert not again.created and again.transcript.pk == report.transcript.pk
 
 
 def test_every_malformed_message_is_named_by_index_and_nothing_is_stored():
@@ -93,7 +118,9 @@ def test_every_malformed_message_is_named_by_index_and_nothing_is_stored():
         ({"scope": "main", "messages": []}, "messages"),
         ({"scope": "Not A Scope!", "messages": [USER]}, "scope"),
         ({"messages": [USER]}, "scope"),
-        ({"id": "nope", "scope": "main", "messages": [USER]}, "id"),
+        ({"id": "x" * 201, "scope": "main", "messages": [USER]}, "id"),
+        ({"id": "\u200b\u200b", "scope": "main", "messages": [USER]}, "id"),
+        ({"id": ["a"], "scope": "main", "messages": [USER]}, "id"),
         ([USER], "transcript"),
     ],
 )
@@ -114,8 +141,10 @@ def test_the_command_stores_a_file_and_reports_json(tmp_path):
     path.write_text(json.dumps(transcript(USER, ANSWER)), encoding="utf-8")
     out = io.StringIO()
     call_command("ingest_transcript", str(path), "--json", stdout=out)
+    stored = Transcript.objects.get()
     assert json.loads(out.getvalue()) == {
-        "transcript_id": TID, "scope": "agent:main", "created": True, "messages": 2, "added": 2, "unchanged": 0,
+        "transcript_id": str(stored.pk), "external_id": TID, "scope": "agent:main", "created": True,
+        "messages": 2, "added": 2, "unchanged": 0,
     }  # fmt: skip
     path.write_text(json.dumps(transcript({"role": "user"})), encoding="utf-8")
     with pytest.raises(CommandError, match=r"messages\[0\].content: a user message needs content"):

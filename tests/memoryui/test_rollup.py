@@ -58,7 +58,8 @@ def test_older_complete_rounds_become_a_summary_and_the_focus_window_stays_out(s
     assert result.generation == 1 and result.rounds == (1, 2)  # rounds 3-5 are the focus window
     memory = result.written
     assert (memory.kind, memory.source, memory.status) == ("summary", "compaction", "active")
-    assert memory.metadata["rollup"] == {"transcript": TID, "generation": 1, "rounds": [1, 2], "supersedes": None}
+    rolled_up = {"transcript": str(transcript.pk), "generation": 1, "rounds": [1, 2], "supersedes": None}
+    assert memory.metadata["rollup"] == rolled_up
     sent = json.loads(server.requests[-1]["body"]["messages"][-1]["content"])
     assert "t0" in sent["conversation"] and "t1" in sent["conversation"] and "t2" not in sent["conversation"]
     assert rollup(transcript).reason == "nothing to roll up: up to date"

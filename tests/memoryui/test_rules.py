@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memoryui import rules
@@ -12,22 +14,30 @@ from memoryui import rules
     [
         ("main", "agent:main"),
         ("agent:main", "agent:main"),
-        ("  Agent:main ", "agent:main"),
-        ("ａｇｅｎｔ：main", "agent:main"),  # full-width forms fold under NFKC
         ("user:42", "user:42"),
-        ("GLOBAL", "global"),
+        ("global", "global"),
         ("test-w", "agent:test-w"),
+        ("project:acme/web@v2", "project:acme/web@v2"),
     ],
 )
 def test_scope_normalization_joins_bare_ids_and_prefixed_ids(raw, expected):
     assert rules.normalize_scope(raw) == expected
+    assert re.match(rules.SCOPE_PATTERN, raw)
 
 
-@pytest.mark.parametrize("raw", ["", "   ", "robot:x", "agent:", "agent:has space", "a" * 201])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "", "   ", "robot:x", "agent:", "agent:has space", "a" * 201, "global:x", "agent:a:b",
+        # Nothing is folded or trimmed: the schema's pattern is the whole rule.
+        " agent:main", "Agent:main", "GLOBAL:x", "ａｇｅｎｔ：main", "agent:王芳",
+    ],
+)  # fmt: skip
 def test_malformed_scopes_are_rejected_with_a_reason(raw):
     with pytest.raises(rules.ScopeError) as excinfo:
         rules.normalize_scope(raw)
     assert str(excinfo.value)
+    assert not re.match(rules.SCOPE_PATTERN, raw) or len(raw) > rules.SCOPE_MAX_LENGTH
 
 
 def test_exact_dedup_hash_ignores_case_width_punctuation_and_spacing():

@@ -221,18 +221,21 @@ def test_a_golden_set_is_created_in_a_normalized_scope_and_answers_with_its_quer
     assert [q["query"] for q in detail["queries"]] == ["phone?"] and detail["query_count"] == 1
     assert [s["name"] for s in client.get("/api/recall/golden/", **auth).json()] == ["main recall"]
     duplicate = create_set(client, auth)
-    assert set(assert_error(duplicate, 400, "invalid")) == {"name"}
+    assert set(assert_error(duplicate, 409, "conflict")) == {"name"}
 
 
 def test_bad_expected_ids_are_400_naming_the_field_and_add_nothing(client, agent_token, store):
     auth = bearer(agent_token)
     set_id = create_set(client, auth).json()["id"]
-    ids = ["not-an-id", str(uuid.uuid4()), str(store["other"].pk)]
+    ids = ["not-an-id", str(store["other"].pk), str(uuid.uuid4())]
     details = assert_error(add_query(client, auth, set_id, query="x", expected_ids=ids), 400, "invalid")
     assert set(details) == {"expected_ids"}
     problems = " | ".join(details["expected_ids"])
-    assert "'not-an-id' is not a memory id" in problems and f"no memory has the id {ids[1]}" in problems
-    assert f"{ids[2]} is in agent:other, not in this set's scope agent:main" in problems
+    assert "'not-an-id' is not a memory id" in problems
+    assert f"{ids[1]} is in agent:other, not in this set's scope agent:main" in problems
+    # Well-formed ids of no memory are a 404 naming them, as any unknown id is.
+    unknown = assert_error(add_query(client, auth, set_id, query="x", expected_ids=ids[2:]), 404, "not_found")
+    assert unknown["expected_ids"] == [f"no memory has the id {ids[2]}"]
     blank = add_query(client, auth, set_id, query="", surprise=1)
     assert set(assert_error(blank, 400, "invalid")) == {"surprise"}
     assert set(assert_error(add_query(client, auth, set_id, query=""), 400, "invalid")) == {"query"}
@@ -256,7 +259,7 @@ def test_a_token_only_sees_and_writes_golden_sets_of_its_scopes(client, agent_to
     own_id = create_set(client, mallory, name="hers", scope="other").json()["id"]
     # A memory of a scope she cannot see does not exist for her: no hint of where it lives.
     leaked = add_query(client, mallory, own_id, query="x", expected_ids=[str(store["phone"].pk)])
-    assert assert_error(leaked, 400, "invalid")["expected_ids"] == [f"no memory has the id {store['phone'].pk}"]
+    assert assert_error(leaked, 404, "not_found")["expected_ids"] == [f"no memory has the id {store['phone'].pk}"]
     moved = send(client, "patch", f"/api/recall/golden/{own_id}/", {"scope": "main"}, **mallory)
     assert_error(moved, 403, "forbidden")
     assert GoldenSet.objects.get(pk=own_id).scope == "agent:other"
@@ -307,10 +310,10 @@ def test_a_run_scores_a_profile_and_compares_it_without_changing_anything(client
     assert alone["metrics"]["top1"] == 1.0 and alone["compare"] is None and alone["movements"] is None
 
 
-def test_a_run_with_unknown_profiles_is_400_naming_each(alice_client, store):
+def test_a_run_with_unknown_profiles_is_404_naming_each(alice_client, store):
     set_id = create_set(alice_client, {}).json()["id"]
     body = {"profile": "nope", "compare": "neither"}
-    details = assert_error(send(alice_client, "post", f"/api/recall/golden/{set_id}/run/", body), 400, "invalid")
+    details = assert_error(send(alice_client, "post", f"/api/recall/golden/{set_id}/run/", body), 404, "not_found")
     assert set(details) == {"profile", "compare"}
     assert "no profile named 'nope'" in details["profile"][0]
     assert_error(send(alice_client, "post", "/api/recall/golden/999/run/", {}), 404, "not_found")

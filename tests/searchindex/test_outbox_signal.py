@@ -60,3 +60,23 @@ def test_a_receiver_that_fails_leaves_the_change_committed_and_the_outbox_row_fo
         memory, _ = writing.write(actor="test", scope="agent:main", kind="fact", text="The broker is down today.")
     assert Memory.objects.filter(pk=memory.pk).exists()
     assert IndexOutbox.objects.filter(memory_id=memory.pk).exists()
+
+
+def test_a_sync_takes_the_oldest_pending_memories_along_and_skips_what_is_done(django_capture_on_commit_callbacks):
+    # Six memories written and not yet indexed (their tasks still queued): the first task to run
+    # indexes the five that never failed in one sync, and a task behind it finds nothing to do.
+    with django_capture_on_commit_callbacks(execute=False):
+        memories = [
+            writing.write(actor="test", scope="agent:main", kind="fact", text=f"Deploy window {n} is at 0{n}:00.")[0]
+            for n in range(5)
+        ]
+        failed, _ = writing.write(actor="test", scope="agent:main", kind="fact", text="This one failed to index.")
+    IndexOutbox.objects.filter(memory_id=failed.pk).update(attempts=1, last_error="index down")
+    assert IndexOutbox.objects.count() == 6
+
+    assert tasks.sync_index.run([str(memories[0].pk)]) == {"indexed": 5, "removed": 0, "along": 4}
+    # The one that failed before is left to its own task (and the sweep), not taken along.
+    assert list(IndexOutbox.objects.values_list("memory_id", flat=True)) == [failed.pk]
+    assert tasks.sync_index.run([str(memories[3].pk)]) == {"indexed": 0, "removed": 0, "already": 1}
+    assert tasks.sync_index.run([str(failed.pk)]) == {"indexed": 1, "removed": 0, "along": 0}
+    assert not IndexOutbox.objects.exists()

@@ -1,10 +1,12 @@
 """Issue, list and revoke API tokens.
 
-    python manage.py api_token create NAME --user USERNAME [--scope S ...] [--json]
+    python manage.py api_token create NAME --user USERNAME [--scope S ...] [--access read|write] [--json]
     python manage.py api_token list [--user USERNAME] [--json]
     python manage.py api_token revoke ID_OR_PREFIX [--json]
 
-`create` prints the raw key once; only its hash is stored.
+`create` prints the raw key once; only its hash is stored. The command line is the operator's: it
+mints any token, whatever the user's role (the dashboard and the API keep to `memoryui.roles`);
+a token still never does more than its user's role allows when it is used.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def token_dict(token: ApiToken) -> dict:
         "user": token.user.get_username(),
         "key_prefix": token.key_prefix,
         "scopes": token.scopes,
+        "access": token.access,
         "created_at": token.created_at.isoformat(),
         "last_used_at": token.last_used_at.isoformat() if token.last_used_at else None,
         "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,
@@ -40,6 +43,12 @@ class Command(ReportingCommand):
         create.add_argument("--user", required=True, help="The user the token acts as.")
         create.add_argument(
             "--scope", action="append", default=[], dest="scopes", help="Limit to this scope (repeatable)."
+        )
+        create.add_argument(
+            "--access",
+            choices=ApiToken.Access.values,
+            default=ApiToken.Access.WRITE,
+            help="read: reads and recalls only; write (default): may also change memories, within the user's role.",
         )
         listing = actions.add_parser("list", help="List tokens (never their keys).")
         listing.add_argument("--user", help="Only this user's tokens.")
@@ -58,12 +67,14 @@ class Command(ReportingCommand):
         if user is None:
             raise CommandError(f"No user named {options['user']!r}.")
         try:
-            token, raw = ApiToken.issue(user=user, name=options["name"], scopes=options["scopes"])
+            token, raw = ApiToken.issue(
+                user=user, name=options["name"], scopes=options["scopes"], access=options["access"]
+            )
         except rules.MemoryValidationError as exc:
             raise CommandError(str(exc)) from None
         if not options["json"]:
             scopes = ", ".join(token.scopes) or "every scope"
-            self.stdout.write(f"Token {token.pk} {token.name!r} for {user.get_username()} ({scopes}):")
+            self.stdout.write(f"Token {token.pk} {token.name!r} for {user.get_username()} ({scopes}, {token.access}):")
             self.stdout.write(raw)
             self.stderr.write("Store the key now: it is not shown again.")
         return {**token_dict(token), "key": raw}
@@ -80,7 +91,8 @@ class Command(ReportingCommand):
                 state = f"revoked {row['revoked_at'][:19]}" if row["revoked_at"] else "active"
                 scopes = ",".join(row["scopes"]) or "*"
                 self.stdout.write(
-                    f"{row['id']:>4}  {row['key_prefix']}…  {row['name']:<20} {row['user']:<12} {scopes:<24} {state}"
+                    f"{row['id']:>4}  {row['key_prefix']}…  {row['name']:<20} {row['user']:<12} {scopes:<24} "
+                    f"{row['access']:<5}  {state}"
                 )
         return {"tokens": rows}
 

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from memoryui import demo
+from memoryui import demo, roles
 from memoryui.models import Memory
 
 ADMIN_USERNAME = "admin"
@@ -32,7 +32,7 @@ def _display(path: Path) -> str:
 class Command(BaseCommand):
     help = (
         "What `make run` does before serving: migrate; load the demo (clean + polluted) if the store "
-        "is empty; create the superuser 'admin' if there is none, with a random password shown once "
+        "is empty; create the superuser 'admin' (role admin) if there is none, with a random password shown once "
         f"and kept in <data dir>/admin_password (mode 0600), or the password in ${PASSWORD_ENV}."
     )
 
@@ -81,7 +81,8 @@ class Command(BaseCommand):
         from_env = os.environ.get(PASSWORD_ENV, "")
         password = from_env or secrets.token_urlsafe(12)
         with transaction.atomic():
-            users.create_superuser(ADMIN_USERNAME, "", password)
+            admin = users.create_superuser(ADMIN_USERNAME, "", password)
+            roles.set_role(admin, roles.Role.ADMIN)  # the group too, so /admin/ lists them as an admin
             if not from_env:
                 # Written inside the transaction: if the file cannot be kept, no admin is left
                 # behind with a password nobody knows.

@@ -21,7 +21,11 @@ class Command(ReportingCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--golden", action="append", required=True, metavar="SET", help="a golden set's name, repeatable"
+            "--golden",
+            action="append",
+            required=True,
+            metavar="SET",
+            help="a golden set's name (or its id, for a name used in several scopes), repeatable",
         )
         parser.add_argument("--profile", default=None, help="the profile to start from (default: default)")
         parser.add_argument(
@@ -38,11 +42,7 @@ class Command(ReportingCommand):
     def handle(self, *args, **options):
         golden_sets = []
         for name in dict.fromkeys(options["golden"]):
-            try:
-                golden_sets.append(GoldenSet.objects.get(name=name))
-            except GoldenSet.DoesNotExist:
-                known = ", ".join(GoldenSet.objects.values_list("name", flat=True)) or "none yet"
-                raise CommandError(f"--golden: no golden set named {name!r}; known: {known}") from None
+            golden_sets.append(_golden_set(name))
         try:
             start_profile = RecallProfile.objects.resolve(options["profile"])
         except RecallProfile.DoesNotExist:
@@ -117,3 +117,17 @@ def _describe(document: dict) -> str:
     elif document["dry_run"]:
         lines.append("dry run: nothing saved")
     return "\n".join(lines)
+
+
+def _golden_set(name: str) -> GoldenSet:
+    """The golden set named `name`, or of id `name`; a name used in several scopes must be given by id."""
+    found = list(GoldenSet.objects.filter(name=name))
+    if not found and name.isdigit():
+        found = list(GoldenSet.objects.filter(pk=int(name)))
+    if len(found) == 1:
+        return found[0]
+    if found:
+        where = ", ".join(f"{s.pk} in {s.scope}" for s in found)
+        raise CommandError(f"--golden: {name!r} names a golden set in several scopes ({where}); give its id")
+    known = ", ".join(GoldenSet.objects.values_list("name", flat=True).distinct()) or "none yet"
+    raise CommandError(f"--golden: no golden set named {name!r}; known: {known}")

@@ -1,0 +1,55 @@
+"""The gunicorn worker memoryui is served by (Procfile: `--worker-class memoryui.server.ThreadWorker`).
+
+gunicorn answers a request it cannot parse itself, before Django sees it, with an HTML page. For
+the two limits a client can reach on purpose (a request line over `limit_request_line`: 414, and
+headers over `limit_request_fields`/`limit_request_field_size`: 431), this worker answers with the
+API's JSON error shape instead, so a JSON client never gets an HTML page: there is no path yet to
+tell a page from the API, and a browser shows the JSON as well. Every other error is gunicorn's.
+"""
+
+from __future__ import annotations
+
+import json
+
+from gunicorn import util
+from gunicorn.http.errors import LimitRequestHeaders, LimitRequestLine
+from gunicorn.workers import gthread
+
+from memoryui.errors import error_body
+
+_LIMITS = {
+    LimitRequestLine: (414, "URI Too Long", "The request line is longer than this server accepts."),
+    LimitRequestHeaders: (431, "Request Header Fields Too Large", "The request headers are larger than accepted."),
+}
+
+
+def error_response(status: int, reason: str, message: str, details: dict) -> bytes:
+    """A complete HTTP/1.1 response carrying the JSON error shape; the connection is closed after it."""
+    body = json.dumps(error_body(status, message, details, code=_CODES[status])).encode("utf-8")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+_CODES = {414: "uri_too_long", 431: "headers_too_large"}
+
+
+class ThreadWorker(gthread.ThreadWorker):
+    """gunicorn's threaded worker, answering its own 414 and 431 as JSON."""
+
+    def handle_error(self, req, client, addr, exc):
+        limit = next((answer for kind, answer in _LIMITS.items() if isinstance(exc, kind)), None)
+        if limit is None:
+            return super().handle_error(req, client, addr, exc)
+        status, reason, message = limit
+        self.log.warning("Invalid request from ip=%s: %s", (addr or ("", -1))[0], exc)
+        details = {"reason": str(exc)}
+        if status == 414:
+            details["limit_bytes"] = self.cfg.limit_request_line
+        try:
+            util.write_nonblock(client, error_response(status, reason, message, details))
+        except OSError:
+            self.log.debug("Failed to send error message.")
+        return None
