@@ -11,7 +11,7 @@ from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import extraction, rest, roles
+from memoryui import extraction, filters, rest, roles
 from memoryui.ingestion import MAX_MESSAGES, TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
@@ -132,10 +132,10 @@ class ExtractRequestSerializer(StrictSerializer):
 def _flag(params, name: str) -> bool:
     """A boolean query parameter: true/1/yes or false/0/no (or absent or empty: false); else a 400."""
     raw = params.get(name, "")
-    if raw.lower() in ("", "0", "false", "no"):
+    if raw == "":
         return False
-    if raw.lower() in ("1", "true", "yes"):
-        return True
+    if (value := filters.PINNED_SPELLINGS.get(raw.lower())) is not None:
+        return value
     raise exceptions.ValidationError({name: [f"must be true or false, got {raw[:40]!r}"]})
 
 

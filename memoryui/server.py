@@ -25,15 +25,12 @@ _LIMITS = {
 
 def error_response(status: int, reason: str, message: str, details: dict) -> bytes:
     """A complete HTTP/1.1 response carrying the JSON error shape; the connection is closed after it."""
-    body = json.dumps(error_body(status, message, details, code=_CODES[status])).encode("utf-8")
+    body = json.dumps(error_body(status, message, details)).encode("utf-8")
     head = (
         f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode("latin-1") + body
-
-
-_CODES = {414: "uri_too_long", 431: "headers_too_large"}
 
 
 class ThreadWorker(gthread.ThreadWorker):
