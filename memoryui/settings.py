@@ -95,6 +95,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "memoryui.web.AlertsMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires: turns a lockout into its page
 ]
 

@@ -25,6 +25,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render as render_template
 from django.shortcuts import resolve_url
+from django.template.loader import render_to_string
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import reswap, retarget
@@ -36,6 +37,11 @@ logger = logging.getLogger(__name__)
 
 STATE_HEADER = "X-Memoryui-State"  # app.js swaps 4xx/5xx responses that carry it
 ALERTS = "#alerts"  # where errors of POST actions go: the row or form stays as it was
+# app.js sends this on htmx requests a person started (a click, a submit, typing; not a poll):
+# their answer replaces the page's messages, so an old one never stays above the next outcome.
+REPLACE_ALERTS_HEADER = "X-Memoryui-Replace-Alerts"
+CONFIRM_DIALOG = "#confirm-dialog"  # where an htmx action asks first (base.html)
+CONFIRMED = "confirmed"  # the POST field a confirmed action carries
 
 
 def actor(request: HttpRequest) -> str:
@@ -167,6 +173,88 @@ def login_required_htmx(view):
         return alert(request, status=401, state="unauthorized", login_url=login_url)
 
     return wrapper
+
+
+def say_signed_out(sender, request: HttpRequest, user, **kwargs) -> None:
+    """Signing out ends on the sign-in page, which says so (the message outlives the session)."""
+    if request is not None and user is not None:
+        messages.info(request, f"You are signed out ({user.get_username()}). Sign in again to continue.")
+
+
+class AlertsMiddleware:
+    """Messages are shown once: an htmx answer to something the user did carries the messages
+    waiting for them (none, usually) as an out-of-band swap of the page's alerts."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if self._replaces_alerts(request, response):
+            alerts = render_to_string("memoryui/partials/alerts.html", {"oob": True}, request=request)
+            response.content = response.content + alerts.encode(response.charset)
+        return response
+
+    @staticmethod
+    def _replaces_alerts(request: HttpRequest, response: HttpResponse) -> bool:
+        if not wants_fragment(request) or request.headers.get(REPLACE_ALERTS_HEADER) != "1":
+            return False
+        if response.streaming or not response.get("Content-Type", "").startswith("text/html"):
+            return False
+        # A redirect shows the messages on the page it loads; an answer into the alerts is one.
+        if any(name in response for name in ("HX-Redirect", "HX-Location", "HX-Refresh")):
+            return False
+        return response.get("HX-Retarget") != ALERTS and (response.status_code < 300 or STATE_HEADER in response)
+
+
+def needs_confirmation(request: HttpRequest) -> bool:
+    """A destructive or bulk POST that has not been confirmed yet (see `confirmation`)."""
+    return request.method == "POST" and request.POST.get(CONFIRMED) != "1"
+
+
+def confirmation(
+    request: HttpRequest,
+    *,
+    title: str,
+    consequences: list[str],
+    button: str,
+    back: str,
+    danger: bool = True,
+    swap: str = "innerHTML",
+) -> HttpResponse:
+    """Ask before a destructive or bulk action: what it will do, with counts, and how to undo it.
+
+    The answer re-posts the same fields with `confirmed=1` to the same URL. A plain POST gets a
+    confirmation page; an htmx POST gets the same form in the page's dialog, which then posts
+    the way the original request did (into the same target).
+    """
+    fields = [
+        (name, value)
+        for name, values in request.POST.lists()
+        if name not in ("csrfmiddlewaretoken", CONFIRMED)
+        for value in values
+    ]
+    htmx = getattr(request, "htmx", None)
+    context = {
+        "confirm": {
+            "title": title,
+            "consequences": consequences,
+            "button": button,
+            "danger": danger,
+            "back": back,
+            "action": request.get_full_path(),
+            "fields": fields,
+            "hx_target": f"#{htmx.target}" if htmx and htmx.target else "",
+            "hx_swap": swap,
+            "in_dialog": wants_fragment(request),
+        }
+    }
+    if not wants_fragment(request):
+        return render(request, "memoryui/confirm.html", context)
+    response = render(request, "memoryui/partials/confirm.html", context)
+    retarget(response, CONFIRM_DIALOG)
+    reswap(response, "innerHTML")
+    return response
 
 
 def scope_choices() -> list[str]:

@@ -7,11 +7,13 @@ plain string formatting. Output is escaped by the template as usual.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
 
 from memoryui.text import shorten
 
@@ -26,6 +28,34 @@ register.filter("shorten", shorten)
 def minute(value: datetime | None) -> str:
     """`2026-11-22 02:36` in the current time zone."""
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M") if value else ""
+
+
+EMPTY = format_html('<span class="muted" data-empty>{}</span>', "—")
+RECENT = timedelta(days=7)
+
+
+@register.filter
+def when(value: datetime | None) -> str:
+    """A time as a person reads it ("3 minutes ago", "in 2 days", "12 Mar 2026, 14:05"), the
+    exact time (to the second, with the zone) on hover; "—" when there is none."""
+    if not value:
+        return EMPTY
+    local = timezone.localtime(value)
+    age = timezone.now() - value
+    if abs(age) < timedelta(minutes=1):
+        human = "just now"
+    elif abs(age) < RECENT:
+        human = f"{timesince(value, depth=1)} ago" if age > timedelta(0) else f"in {timeuntil(value, depth=1)}"
+    else:
+        human = f"{local.day} {local:%b %Y, %H:%M}"
+    exact = local.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return format_html('<time datetime="{}" title="{}">{}</time>', local.isoformat(timespec="seconds"), exact, human)
+
+
+@register.filter
+def or_dash(value) -> str:
+    """The value, or "—" when it is empty (one way to show nothing, everywhere)."""
+    return EMPTY if value in (None, "", [], {}) else value
 
 
 @register.filter

@@ -74,6 +74,34 @@
     showUnavailable(evt.detail, "Server unreachable", "The server could not be reached (network error). Check that memoryui is running.");
   });
 
+  // Messages are shown once: a request the user started (a click, a submit, typing; polls and
+  // load triggers have no triggering event) asks the server to replace the page's messages.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    if (evt.detail.triggeringEvent) evt.detail.headers["X-Memoryui-Replace-Alerts"] = "1";
+  });
+
+  // A destructive action asks first: the server swaps its question into the page's dialog.
+  function confirmDialog() { return document.getElementById("confirm-dialog"); }
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var dialog = confirmDialog();
+    if (dialog && evt.detail.target === dialog && dialog.children.length && !dialog.open) dialog.showModal();
+  });
+  // The confirmed request went out, or Cancel: the question is answered either way.
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var dialog = confirmDialog();
+    if (dialog && dialog.open && dialog.contains(evt.detail.elt)) {
+      dialog.close();
+    }
+  });
+  document.addEventListener("click", function (evt) {
+    if (!evt.target.closest("[data-close-dialog]")) return;
+    var dialog = evt.target.closest("dialog");
+    if (dialog) dialog.close();
+  });
+  document.addEventListener("close", function (evt) {
+    if (evt.target === confirmDialog()) evt.target.replaceChildren();
+  }, true);
+
   // Filter forms: leave blank and default fields out of the URL (?kind=note, not
   // ?q=&scope=&kind=note&status=active…), so shared links and history stay readable.
   document.addEventListener("htmx:configRequest", function (evt) {
