@@ -1,0 +1,114 @@
+"""A visual pass over every page on the demo store, at the two widths people use: 1400 px (a laptop)
+and 1024 px (a small window or a tablet). Each page is saved as a screenshot to look at, and none
+may scroll sideways: what is wider than the window (a long table) scrolls inside its own box.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from memoryui import demo, ingestion
+from memoryui.models import ApiToken, Memory, TaskRun
+from memoryui.tasks import enqueue_extraction
+from recall.models import GoldenQuery, GoldenSet
+
+from .conftest import SCREENSHOTS
+
+pytestmark = pytest.mark.e2e
+
+WIDTHS = (1400, 1024)
+# Elements wider than the page that scroll on their own: a table's box, a code block.
+OWN_SCROLL = ".table-scroll, pre, .swagger-ui"
+
+TRANSCRIPT = {
+    "id": "session 2026-11-25/ops",
+    "scope": "agent:ops-bot",
+    "messages": [
+        {"role": "user", "content": "My phone number is 186 0000 1234, and I prefer short answers."},
+        {"role": "assistant", "content": "Noted."},
+    ],
+}
+
+
+@pytest.fixture
+def demo_store(indexes, alice, django_capture_on_commit_callbacks) -> dict[str, str]:
+    """The store `make run` opens on, with one of everything a detail page shows."""
+    with django_capture_on_commit_callbacks(execute=True):
+        demo.seed_clean()
+        demo.seed_polluted()
+        transcript = ingestion.ingest(TRANSCRIPT).transcript
+        run = enqueue_extraction(transcript, actor="user:alice", foreground=True)
+    golden = GoldenSet.objects.create(name="ops basics", scope="agent:ops-bot")
+    gotcha = Memory.objects.get(pk=demo.demo_id("ops:article-list-gotcha"))
+    GoldenQuery.objects.create(golden_set=golden, query="article-list-query page limit", expected_ids=[str(gotcha.pk)])
+    GoldenQuery.objects.create(golden_set=golden, query="quantum entanglement", expected_ids=[])
+    ApiToken.issue(user=alice, name="ops agent", scopes=["agent:ops-bot"])
+    assert TaskRun.objects.filter(pk=run.pk).exists()
+    return {
+        "dashboard": "/",
+        "memories": "/memories/?scope=agent:main&kind=note",
+        "memory": gotcha.get_absolute_url(),
+        "memory-edit": f"{gotcha.get_absolute_url()}edit/",
+        "memory-new": "/memories/new/",
+        "search": "/memories/?q=article-list-query&scope=agent:ops-bot",
+        "playground": "/recall/?q=how+do+I+call+article-list-query&scope=agent:ops-bot&tools=mcp__ata__article-list-query",
+        "traces": "/recall/traces/",
+        "profiles": "/recall/profiles/",
+        "profile-new": "/recall/profiles/new/",
+        "golden-sets": "/recall/golden/",
+        "golden-set": f"/recall/golden/{golden.pk}/",
+        "duplicates": "/duplicates/?scope=agent:main",
+        "cleanup": "/cleanup/?scope=agent:main&preview=1",
+        "transcripts": "/transcripts/",
+        "transcript": f"/transcripts/{transcript.pk}/",
+        "tasks": "/tasks/",
+        "task": f"/tasks/{run.pk}/",
+        "tokens": "/tokens/",
+        "admin": "/admin/",
+        "admin-memories": "/admin/memoryui/memory/",
+        "api-docs": "/api/docs/",
+    }
+
+
+def _sideways(page) -> list[str]:
+    """What sticks out past the window's right edge, or out of its panel or card, outside the boxes
+    that scroll on their own."""
+    return page.evaluate(
+        """(ownScroll) => {
+          const width = document.documentElement.clientWidth;
+          const out = [];
+          const name = (node) => `${node.tagName.toLowerCase()}${node.id ? "#" + node.id : ""}.${node.className}`;
+          for (const node of document.body.querySelectorAll("*")) {
+            if (node.closest(ownScroll)) continue;
+            const box = node.getBoundingClientRect();
+            if (!box.width) continue;
+            const card = node.parentElement && node.parentElement.closest(".panel, .card, .cluster, dialog");
+            const edge = card ? card.getBoundingClientRect().right : width;
+            if (box.right > edge + 1) {
+              out.push(`${name(node)} right=${Math.round(box.right)} past ${card ? name(card) : "the window"}=${Math.round(edge)}`);
+            }
+          }
+          if (document.documentElement.scrollWidth > width) out.unshift(`page scrollWidth=${document.documentElement.scrollWidth} > ${width}`);
+          return out.slice(0, 8);
+        }""",
+        OWN_SCROLL,
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_fits_the_window_and_is_saved_for_a_look(signed_in, live_server, demo_store, width):
+    page = signed_in
+    page.set_default_timeout(15000)
+    page.set_viewport_size({"width": width, "height": 900})
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    overflowing = {}
+    for name, url in demo_store.items():
+        response = page.goto(f"{live_server.url}{url}")
+        assert response.status == 200, f"{name}: {url} answered {response.status}"
+        page.wait_for_load_state("networkidle")
+        expect(page.locator("body")).not_to_contain_text("Traceback")
+        page.screenshot(path=str(SCREENSHOTS / f"every-page-{width}-{name}.png"), full_page=True)
+        if sticking_out := _sideways(page):
+            overflowing[name] = sticking_out
+    assert overflowing == {}, f"pages that scroll sideways at {width} px: {overflowing}"
