@@ -52,7 +52,9 @@ def demo_store(indexes, alice, django_capture_on_commit_callbacks) -> dict[str, 
         "memory-edit": f"{gotcha.get_absolute_url()}edit/",
         "memory-new": "/memories/new/",
         "search": "/memories/?q=article-list-query&scope=agent:ops-bot",
-        "playground": "/recall/?q=how+do+I+call+article-list-query&scope=agent:ops-bot&tools=mcp__ata__article-list-query",
+        "playground": (
+            "/recall/?q=how+do+I+call+article-list-query&scope=agent:ops-bot&tools=mcp__ata__article-list-query"
+        ),
         "traces": "/recall/traces/",
         "profiles": "/recall/profiles/",
         "profile-new": "/recall/profiles/new/",
@@ -86,10 +88,12 @@ def _sideways(page) -> list[str]:
             const card = node.parentElement && node.parentElement.closest(".panel, .card, .cluster, dialog");
             const edge = card ? card.getBoundingClientRect().right : width;
             if (box.right > edge + 1) {
-              out.push(`${name(node)} right=${Math.round(box.right)} past ${card ? name(card) : "the window"}=${Math.round(edge)}`);
+              const past = card ? name(card) : "the window";
+              out.push(`${name(node)} right=${Math.round(box.right)} past ${past}=${Math.round(edge)}`);
             }
           }
-          if (document.documentElement.scrollWidth > width) out.unshift(`page scrollWidth=${document.documentElement.scrollWidth} > ${width}`);
+          const scrolled = document.documentElement.scrollWidth;
+          if (scrolled > width) out.unshift(`page scrollWidth=${scrolled} > ${width}`);
           return out.slice(0, 8);
         }""",
         OWN_SCROLL,
