@@ -178,7 +178,9 @@ def login_required_htmx(view):
 def say_signed_out(sender, request: HttpRequest, user, **kwargs) -> None:
     """Signing out ends on the sign-in page, which says so (the message outlives the session)."""
     if request is not None and user is not None:
-        messages.info(request, f"You are signed out ({user.get_username()}). Sign in again to continue.")
+        messages.info(
+            request, f"You are signed out ({user.get_username()}). Sign in again to continue.", fail_silently=True
+        )
 
 
 class AlertsMiddleware:
