@@ -124,7 +124,9 @@ def test_a_profile_stores_only_the_knobs_that_differ_and_names_bad_ones(store, a
     assert page.status_code == 200 and b'name="rrf_k"' in page.content
     bad = alice_client.post("/recall/profiles/new/", {"name": "strict", "rrf_k": "-3", "limit": "many"})
     assert bad.status_code == 400
-    assert b"<b>rrf_k</b>: must be between" in bad.content and b"<b>limit</b>: must be a number" in bad.content
+    assert (
+        b"<b>RRF k</b>: must be between" in bad.content and b"<b>Memories recalled</b>: must be a number" in bad.content
+    )
     ok = alice_client.post(
         "/recall/profiles/new/",
         {"name": "strict", "limit": "2", "selector": "off", "schema_markers": "parameter schema\n调用格式"},
@@ -157,10 +159,10 @@ def test_golden_sets_run_against_a_profile_and_compare_two(store, alice_client):
     result = alice_client.get(f"/recall/golden/{golden.pk}/run/", {"a": "default", "b": "nothing"}, **HX)
     html = result.content.decode()
     assert result.status_code == 200 and "<html" not in html
-    a_cells = dict(re.findall(r'data-metric="([^"]+)"><td>[^<]+</td><td class="num" data-profile-a>([^<]+)</td>', html))
-    assert a_cells["top1"] == "1.000" and a_cells["no_result_recall"] == "1.000"
-    b_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-b>([^<]+)</td>', html, re.S))
-    assert b_cells["top1"] == "0.000"
+    a_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-a[^>]*>([^<]+)<', html, re.S))
+    assert a_cells["top1"] == "100%" and a_cells["no_result_recall"] == "100%"
+    b_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-b[^>]*>([^<]+)<', html, re.S))
+    assert b_cells["top1"] == "0%"
     assert "− Escalation path for article-list-query" in html  # moved out with the strict floors
 
 
