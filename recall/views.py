@@ -23,7 +23,15 @@ from memoryui import demo, roles, web
 from memoryui.models import Memory
 from recall import golden
 from recall.calibration import MIN_ANSWERABLE, MIN_QUERIES, MIN_UNANSWERABLE
-from recall.forms import CalibrateForm, GoldenQueryForm, GoldenRunForm, GoldenSetForm, PlaygroundForm, ProfileForm
+from recall.forms import (
+    KNOBS,
+    CalibrateForm,
+    GoldenQueryForm,
+    GoldenRunForm,
+    GoldenSetForm,
+    PlaygroundForm,
+    ProfileForm,
+)
 from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 from recall.pipeline import recall, why_not
@@ -192,7 +200,10 @@ def profile_list(request: HttpRequest) -> HttpResponse:
     RecallProfile.objects.resolve(DEFAULT_PROFILE)
     defaults = RecallSettings().to_dict()
     profiles = [
-        {"profile": profile, "changed": [(k, v, defaults.get(k)) for k, v in sorted(profile.knobs.items())]}
+        {
+            "profile": profile,
+            "changed": [(k, KNOBS.get(k, (k, ""))[0], v, defaults.get(k)) for k, v in sorted(profile.knobs.items())],
+        }
         for profile in RecallProfile.objects.all()
     ]
     try:
