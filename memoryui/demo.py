@@ -97,6 +97,13 @@ CLEAN_MEMORIES: list[tuple[str, str, str, str, dict]] = [
      "(confirmed workaround).",
      {"confidence": 0.9, "source": "extractor:l1",
       "metadata": {"tags": ["gotcha"], "tools": ["mcp__ata__article-list-query"]}}),
+    # A guessed call format carried over from an older store: what the active-tool filter keeps out of
+    # recall while the agent is calling that tool (FILTER_EXAMPLE shows it in the playground).
+    ("ops:article-list-call-format", OPS, "procedure",
+     "Call format for mcp__ata__article-list-query (guessed from an early session): pass "
+     '{"query": string, "page": int, "page_size": int ≤ 50}; the articles come back under data.items.',
+     {"confidence": 0.6, "source": "import",
+      "metadata": {"tools": ["mcp__ata__article-list-query"], "origin": "imported from the old store"}}),
     ("ops:bitable-gotcha", OPS, "fact",
      "坑：飞书多维表格 API 一次写入超过 500 行会静默截断；已确认的解决办法是分批写入，每批不超过 500 行。",
      {"confidence": 0.85, "source": "extractor:l1",
@@ -175,6 +182,12 @@ CLEAN_MEMORIES: list[tuple[str, str, str, str, dict]] = [
      "Remember: production changes need a ticket number in the commit message.",
      {"confidence": 0.9, "source": "remember"}),
 ]  # fmt: skip
+
+
+# The recall the playground offers on a fresh demo: the agent is calling the tool, so the guessed call
+# format above is filtered while the gotcha about the same tool is recalled.
+FILTER_EXAMPLE_KEY = "ops:article-list-call-format"
+FILTER_EXAMPLE = {"q": "how do I call article-list-query", "scope": OPS, "tools": "mcp__ata__article-list-query"}
 
 
 def seed_clean() -> int:

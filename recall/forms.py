@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import fields
 
 from django import forms
 
 from memoryui import rules
-from memoryui.models import Memory
+from recall import golden
 from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile
 from recall.toolfilter import DEFAULT_DURABLE_MARKERS, DEFAULT_SCHEMA_MARKERS
@@ -83,33 +82,72 @@ class PlaygroundForm(forms.Form):
 
 # --- profiles -----------------------------------------------------------------------------------
 
-KNOB_HELP = {
-    "vector_k": "candidates taken from the vector index",
-    "bm25_k": "candidates taken from the BM25 index",
-    "fusion": "cc: convex combination of normalised scores; rrf: reciprocal rank fusion",
-    "cc_vector_weight": "cc: the vector margin's weight (BM25 gets 1 minus it)",
-    "cc_min_coverage": "cc: BM25 coverage up to this adds nothing (a shared name is no evidence)",
-    "rrf_k": "rrf: the k of w/(k + rank)",
-    "rrf_vector_weight": "rrf: the vector list's weight",
-    "rrf_bm25_weight": "rrf: the BM25 list's weight",
-    "limit": "memories recalled, 1..20",
-    "strong_margin": "strong: vector similarity this far above the query's anchor…",
-    "strong_coverage": "…or BM25 holds this share of the query's terms (by rarity)…",
-    "agree_margin": "…or both retrievers agree: this margin…",
-    "agree_coverage": "…together with this coverage",
-    "weak_margin": "weak (shown with an answered query): this margin…",
-    "weak_coverage": "…or this coverage",
-    "candidates": "strong and weak candidates the selector and the heuristic see",
-    "selector": "ask the model selector when an LLM is configured",
-    "selector_timeout_ms": "the selector's latency budget (blank: MEMORYUI_SELECTOR_TIMEOUT_MS)",
-    "weight_retrieval": "heuristic: × fused score share",
-    "weight_exact": "heuristic: exact key or tool-name match",
-    "weight_substring": "heuristic: the whole query occurs in the text",
-    "weight_tags": "heuristic: a query term is a tag",
-    "weight_text": "heuristic: × share of query terms in the text",
-    "schema_markers": "active-tool filter: schema-ish markers, one per line (blank: the built-in list)",
-    "durable_markers": "active-tool filter: durable markers, one per line (blank: the built-in list)",
+# Each knob in words (profiles are still tuned by name: the form shows the name under the label),
+# with what it does, in groups by the stage of recall it tunes.
+KNOBS: dict[str, tuple[str, str]] = {
+    "vector_k": ("Vector candidates", "candidates taken from the vector index"),
+    "bm25_k": ("BM25 candidates", "candidates taken from the BM25 index"),
+    "fusion": ("Fusion", "cc: convex combination of normalised scores; rrf: reciprocal rank fusion"),
+    "cc_vector_weight": ("Vector weight (cc)", "the vector margin's weight (BM25 gets 1 minus it)"),
+    "cc_min_coverage": (
+        "Least BM25 coverage that counts (cc)",
+        "coverage up to this adds nothing (a shared name is no evidence)",
+    ),
+    "rrf_k": ("RRF k", "the k of w/(k + rank)"),
+    "rrf_vector_weight": ("Vector weight (rrf)", "the vector list's weight"),
+    "rrf_bm25_weight": ("BM25 weight (rrf)", "the BM25 list's weight"),
+    "limit": ("Memories recalled", "at most this many, 1..20"),
+    "tier_core_bonus": ("Core tier bonus", "added to a core memory's fused score"),
+    "tier_working_bonus": ("Working tier bonus", "added to a working memory's fused score"),
+    "tier_peripheral_bonus": (
+        "Peripheral tier bonus",
+        "added to a peripheral memory's fused score (negative: a penalty)",
+    ),
+    "pinned_bonus": ("Pinned bonus", "added to a pinned memory's fused score"),
+    "importance_weight": ("Importance weight", "× the memory's importance (0..1), added to the fused score"),
+    "recency_weight": (
+        "Recency weight",
+        "× 0.5^(age / half-life), added to the fused score; pinned memories do not decay",
+    ),
+    "recency_half_life_days": ("Recency half-life (days)", "the age at which the recency bonus is halved"),
+    "strong_margin": (
+        "Strong: vector margin",
+        "strong when the vector similarity stands this far above the query's anchor…",
+    ),
+    "strong_coverage": ("Strong: BM25 coverage", "…or BM25 holds this share of the query's terms (by rarity)…"),
+    "agree_margin": ("Strong together: vector margin", "…or both retrievers agree: this margin…"),
+    "agree_coverage": ("Strong together: BM25 coverage", "…together with this coverage"),
+    "weak_margin": ("Weak: vector margin", "weak (shown with an answered query) from this margin…"),
+    "weak_coverage": ("Weak: BM25 coverage", "…or this coverage; below both: under the floor"),
+    "candidates": ("Candidates scored", "the strong and weak candidates the selector and the heuristic see"),
+    "selector": ("Model selector", "ask the model selector when an LLM is configured"),
+    "selector_timeout_ms": (
+        "Selector budget (ms)",
+        "past it the heuristic answers (blank: MEMORYUI_SELECTOR_TIMEOUT_MS)",
+    ),
+    "weight_retrieval": ("Retrieval weight", "× the candidate's fused score over the best one's"),
+    "weight_exact": ("Exact match weight", "the query is the memory's key or a tool name it records"),
+    "weight_substring": ("Whole-query weight", "the whole query occurs in the text"),
+    "weight_tags": ("Tag weight", "a query term is one of the memory's tags"),
+    "weight_text": ("Text coverage weight", "× the share of the query's terms in the text"),
+    "schema_markers": ("Schema-ish markers", "one per line (blank: the built-in list)"),
+    "durable_markers": ("Durable markers", "one per line (blank: the built-in list)"),
 }
+KNOB_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("Candidates and fusion", "what each index contributes, and how their scores are combined",
+     ("vector_k", "bm25_k", "fusion", "cc_vector_weight", "cc_min_coverage", "rrf_k", "rrf_vector_weight",
+      "rrf_bm25_weight")),
+    ("Rerank", "small bonuses added to the fused score",
+     ("tier_core_bonus", "tier_working_bonus", "tier_peripheral_bonus", "pinned_bonus", "importance_weight",
+      "recency_weight", "recency_half_life_days")),
+    ("Relevance floor", "when a candidate is a strong or weak match; a query with no strong match is not answered",
+     ("strong_margin", "strong_coverage", "agree_margin", "agree_coverage", "weak_margin", "weak_coverage")),
+    ("What recall returns", "", ("limit", "candidates", "selector", "selector_timeout_ms")),
+    ("Heuristic weights", "how the heuristic scores the candidates that cleared the floor",
+     ("weight_retrieval", "weight_exact", "weight_substring", "weight_tags", "weight_text")),
+    ("Active-tool filter", "a memory naming a tool in use is dropped: a schema-ish marker and no durable one",
+     ("schema_markers", "durable_markers")),
+)  # fmt: skip
 MARKER_KNOBS = {"schema_markers": DEFAULT_SCHEMA_MARKERS, "durable_markers": DEFAULT_DURABLE_MARKERS}
 CHOICE_KNOBS = {"fusion": FUSIONS}
 
@@ -125,6 +163,11 @@ class ProfileForm(forms.ModelForm):
     class Meta:
         model = RecallProfile
         fields = ["name", "description"]
+        labels = {"name": "Name", "description": "Description"}
+        help_texts = {
+            "name": "lower-case letters, digits, '.', '_' and '-'; the API and manage.py recall --profile use it",
+            "description": "what the profile is for (optional)",
+        }
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args, **kwargs):
@@ -133,7 +176,7 @@ class ProfileForm(forms.ModelForm):
         knobs = self.instance.knobs or {}
         for name in knob_names():
             default = defaults[name]
-            help_text = KNOB_HELP.get(name, "")
+            label, help_text = KNOBS.get(name, (name, ""))
             if name in MARKER_KNOBS:
                 field = forms.CharField(
                     required=False,
@@ -155,7 +198,7 @@ class ProfileForm(forms.ModelForm):
                 placeholder = "" if default is None else f"{default:g}"
                 field = forms.CharField(required=False, widget=forms.TextInput(attrs={"placeholder": placeholder}))
                 initial = "" if knobs.get(name) is None else f"{knobs[name]:g}"
-            field.label, field.help_text, field.initial = name, help_text, initial
+            field.label, field.help_text, field.initial = label, help_text, initial
             self.fields[name] = field
         if self.instance.pk and self.instance.name == DEFAULT_PROFILE:
             self.fields["name"].disabled = True
@@ -163,6 +206,17 @@ class ProfileForm(forms.ModelForm):
     @property
     def knob_fields(self):
         return [self[name] for name in knob_names()]
+
+    @property
+    def knob_groups(self) -> list[tuple[str, str, list]]:
+        """(title, what it tunes, bound fields), every knob once: one the groups miss comes last."""
+        names = set(knob_names())
+        groups = [
+            (title, about, [self[name] for name in group if name in names]) for title, about, group in KNOB_GROUPS
+        ]
+        grouped = {name for _, _, group in KNOB_GROUPS for name in group}
+        rest = [self[name] for name in knob_names() if name not in grouped]
+        return [g for g in groups if g[2]] + ([("Other knobs", "", rest)] if rest else [])
 
     def clean(self):
         cleaned = super().clean()
@@ -204,25 +258,48 @@ class GoldenSetForm(forms.ModelForm):
     class Meta:
         model = GoldenSet
         fields = ["name", "scope", "description"]
-        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+        labels = {"name": "Name", "scope": "Scope", "description": "Description"}
+        help_texts = {
+            "name": "unique within its scope",
+            "scope": "the scope its queries run in, e.g. agent:main",
+            "description": "what the set checks (optional)",
+        }
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "scope": forms.TextInput(
+                attrs={"list": "scope-options", "autocomplete": "off", "placeholder": "agent:main"}
+            ),
+        }
 
     def clean_scope(self) -> str:
         return _scope(self.cleaned_data["scope"])
 
 
 class GoldenQueryForm(forms.ModelForm):
-    tools_text = forms.CharField(label="Recent tools", required=False, help_text="comma-separated, most recent last")
-    expected_text = forms.CharField(
-        label="Expected memory ids",
+    """One golden query. Expected memories by full or short id (as the pages show them), or `none`."""
+
+    tools_text = forms.CharField(
+        label="Recent tools",
         required=False,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="comma- or line-separated; none: recall should return nothing",
+        help_text="the tools the agent used just before, comma-separated, most recent last",
+        widget=forms.TextInput(attrs={"placeholder": "mcp__ata__article-list-query", "autocomplete": "off"}),
+    )
+    expected_text = forms.CharField(
+        label="Expected memories",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "5ab48963, 484be380", "autocomplete": "off"}),
+        help_text=(
+            f"memory ids, full or their first {golden.SHORT_ID_MIN} characters as the pages show them, "
+            f"comma- or line-separated; {golden.NOTHING} (or blank): recall should return nothing"
+        ),
     )
 
     class Meta:
         model = GoldenQuery
         fields = ["query", "note"]
-        widgets = {"query": forms.TextInput()}
+        labels = {"query": "Query", "note": "Note"}
+        help_texts = {"query": "what the agent's turn is about", "note": "why the query is in the set (optional)"}
+        widgets = {"query": forms.TextInput(attrs={"autocomplete": "off"})}
 
     def __init__(self, *args, golden_set: GoldenSet, **kwargs):
         super().__init__(*args, **kwargs)
@@ -232,22 +309,10 @@ class GoldenQueryForm(forms.ModelForm):
         return split_list(self.cleaned_data["tools_text"])
 
     def clean_expected_text(self) -> list[str]:
-        ids, problems = [], []
-        for raw in split_list(self.cleaned_data["expected_text"]):
-            try:
-                ids.append(str(uuid.UUID(raw)))
-            except ValueError:
-                problems.append(f"{raw[:40]!r} is not a memory id")
-        found = dict(Memory.objects.filter(pk__in=ids).values_list("pk", "scope"))
-        for pk in ids:
-            scope = found.get(uuid.UUID(pk))
-            if scope is None:
-                problems.append(f"no memory has the id {pk}")
-            elif scope != self.golden_set.scope:
-                problems.append(f"{pk} is in {scope}, not in this set's scope {self.golden_set.scope}")
+        ids, problems = golden.resolve_expected(split_list(self.cleaned_data["expected_text"]), self.golden_set.scope)
         if problems:
             raise forms.ValidationError(problems)
-        return list(dict.fromkeys(ids))
+        return ids
 
     def save(self, commit: bool = True) -> GoldenQuery:
         query = super().save(commit=False)

@@ -10,10 +10,15 @@ LLM is configured) but changes nothing: access counts are not bumped. Scores:
 - no-result recall: of the queries that expect nothing, the share that recalled nothing.
 
 A metric with nothing to average over is None (shown as "n/a"), never a flattering 1.0.
+
+The pages name the metrics in words (METRICS) and compare recall@k profile by profile, each at
+its own limit. A golden query's expected memories may be given by the short ids the pages show
+(`resolve_expected`).
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -73,6 +78,50 @@ class Evaluation:
     @property
     def by_query(self) -> dict[int, QueryOutcome]:
         return {o.query_id: o for o in self.outcomes}
+
+
+# The metrics as the pages name them: (key in `Evaluation.metrics`, name, what it measures).
+# recall@k's key carries each profile's own limit; "recall@k" stands for it.
+RECALL_AT_K = "recall@k"
+METRICS = (
+    (
+        RECALL_AT_K,
+        "found in the top {k}",
+        "expected memories among the recalled ones (recall@k, k = the profile's limit)",
+    ),
+    ("top1", "right memory first", "the first memory recalled is an expected one (top-1)"),
+    (
+        "no_result_recall",
+        "stays silent when it should",
+        "of the queries expecting nothing, the share that recalled nothing",
+    ),
+    (
+        "no_result_precision",
+        "silent only when it should be",
+        "of the queries that recalled nothing, the share expecting nothing",
+    ),
+)
+
+
+def metric_rows(first: Evaluation, second: Evaluation | None = None) -> list[dict]:
+    """The metrics of one run, or of two side by side, in words; recall@k at each profile's own limit."""
+    rows = []
+    for key, name, help_text in METRICS:
+        row = {"key": key, "help": help_text, "a": None, "b": None, "a_k": None, "b_k": None}
+        for side, evaluation in (("a", first), ("b", second)):
+            if evaluation is None:
+                continue
+            if key == RECALL_AT_K:
+                row[side] = evaluation.metrics.get(f"recall@{evaluation.limit}")
+                row[f"{side}_k"] = evaluation.limit
+            else:
+                row[side] = evaluation.metrics.get(key)
+        if key == RECALL_AT_K:
+            same = second is None or second.limit == first.limit
+            name = name.format(k=first.limit if same else "k (each profile's limit)")
+        row["name"] = name
+        rows.append(row)
+    return rows
 
 
 def _recall(outcome: QueryOutcome, k: int) -> float:
@@ -139,6 +188,73 @@ def compare(a: Evaluation, b: Evaluation) -> list[Movement]:
             )
         )
     return movements
+
+
+# --- expected memories, as a person gives them ----------------------------------------------------
+
+NOTHING = "none"  # in place of ids: recall should return nothing
+SHORT_ID_MIN = 8  # the pages show ids by their first 8 characters
+_HEX_RE = re.compile(r"[0-9a-f]+")
+
+
+def resolve_expected(tokens: list[str], scope: str) -> tuple[list[str], list[str]]:
+    """The memory ids a golden query expects, from what a person typed: full ids, or the short ids
+    (a prefix of at least 8 characters) the pages show, each naming exactly one memory of `scope`;
+    or `none` alone, for a query recall should stay silent on.
+
+    Returns (ids, problems): every problem names the id and why it is refused.
+    """
+    if any(token.casefold() == NOTHING for token in tokens):
+        if len(tokens) > 1:
+            return [], [f"{NOTHING} means recall should return nothing: give it alone, or give memory ids"]
+        return [], []
+    ids: list[str] = []
+    problems: list[str] = []
+    for token in tokens:
+        shown = token[:40]
+        hex_digits = token.casefold().replace("-", "")
+        if not _HEX_RE.fullmatch(hex_digits) or len(hex_digits) > 32:
+            problems.append(f"{shown!r} is not a memory id (a full id, or its first {SHORT_ID_MIN} characters)")
+            continue
+        if len(hex_digits) == 32:
+            matches = list(Memory.objects.filter(pk=uuid.UUID(hex_digits)).values_list("pk", "scope", "status"))
+        elif len(hex_digits) < SHORT_ID_MIN:
+            problems.append(f"{shown!r} is too short: give at least the {SHORT_ID_MIN} characters the pages show")
+            continue
+        else:
+            matches = list(
+                Memory.objects.filter(pk__startswith=_dashed(hex_digits)).values_list("pk", "scope", "status")
+            )
+        in_scope = [m for m in matches if m[1] == scope]
+        if len(in_scope) > 1:
+            some = ", ".join(str(pk)[:13] + "…" for pk, _, _ in in_scope[:3])
+            many = f"{len(in_scope)} memories of {scope} start with it ({some})"
+            problems.append(f"{shown!r} is ambiguous: {many}; give more characters")
+        elif in_scope:
+            [(pk, _, status)] = in_scope
+            if status != Memory.Status.ACTIVE:
+                problems.append(f"{shown!r} is {status}: recall never returns it; restore it or expect another")
+            else:
+                ids.append(str(pk))
+        elif matches:
+            elsewhere = sorted({m[1] for m in matches})
+            problems.append(f"{shown!r} is in {', '.join(elsewhere)}, not in this set's scope {scope}")
+        else:
+            problems.append(
+                f"no memory has the id {shown!r}" if len(hex_digits) == 32 else f"no memory's id starts with {shown!r}"
+            )
+    return list(dict.fromkeys(ids)), problems
+
+
+def _dashed(hex_digits: str) -> str:
+    """A prefix of an id's 32 hex digits in the dashed form (8-4-4-4-12) PostgreSQL compares as text."""
+    parts, start = [], 0
+    for size in (8, 4, 4, 4, 12):
+        if start >= len(hex_digits):
+            break
+        parts.append(hex_digits[start : start + size])
+        start += size
+    return "-".join(parts)
 
 
 # --- labelled sets as golden queries -------------------------------------------------------------

@@ -10,6 +10,7 @@ app_name = "recall"
 
 urlpatterns = [
     path("", views.playground, name="playground"),
+    path("llm/", views.llm_setup, name="llm_setup"),
     path("traces/", views.trace_list, name="trace_list"),
     path("traces/save/", views.trace_save, name="trace_save"),
     path("traces/<uuid:pk>/", views.trace_detail, name="trace"),

@@ -7,8 +7,9 @@ never ran) and the saved trace can be reopened any time later.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
+from django.conf import settings
 from django.contrib import messages
 from django.core import signing
 from django.core.paginator import Paginator
@@ -18,14 +19,23 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryui import roles, web
+from memoryui import demo, roles, web
 from memoryui.models import Memory
 from recall import golden
 from recall.calibration import MIN_ANSWERABLE, MIN_QUERIES, MIN_UNANSWERABLE
-from recall.forms import CalibrateForm, GoldenQueryForm, GoldenRunForm, GoldenSetForm, PlaygroundForm, ProfileForm
+from recall.forms import (
+    KNOBS,
+    CalibrateForm,
+    GoldenQueryForm,
+    GoldenRunForm,
+    GoldenSetForm,
+    PlaygroundForm,
+    ProfileForm,
+)
 from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 from recall.pipeline import recall, why_not
+from recall.selector import SelectorConfig
 from recall.tasks import enqueue_calibration
 from searchindex.documents import IndexUnavailable
 from searchindex.embeddings import EmbedderUnavailable, get_embedder
@@ -42,6 +52,7 @@ def _playground_panel(form: PlaygroundForm) -> dict:
     """The run the playground shows: the result (as a trace would hold it), or a state."""
     panel: dict = {"ran": False, "invalid": None, "unavailable": None}
     if not form.is_bound:
+        panel["example"] = _example()
         return panel
     if not form.is_valid():
         panel["invalid"] = [f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()]
@@ -96,6 +107,38 @@ def playground(request: HttpRequest) -> HttpResponse:
 def _playground_initial() -> dict:
     scopes = Memory.objects.scope_names(limit=1)
     return {"scope": scopes[0] if scopes else "agent:main", "profile": DEFAULT_PROFILE}
+
+
+def _example() -> str | None:
+    """The demo's recall with the active-tool filter at work, as a playground link, while its memory is there.
+
+    The playground opens on the largest scope, which on a fresh demo is the polluted legacy
+    store: the example leads to the scope and tool where both recall paths have something to show.
+    """
+    if not Memory.objects.active().filter(pk=demo.demo_id(demo.FILTER_EXAMPLE_KEY)).exists():
+        return None
+    return f"{reverse('recall:playground')}?{urlencode(demo.FILTER_EXAMPLE)}"
+
+
+@web.login_required_htmx
+@require_GET
+def llm_setup(request: HttpRequest) -> HttpResponse:
+    """How to point recall at an OpenAI-compatible server, and what this server uses now."""
+    endpoint = SelectorConfig.from_settings()
+    where = None
+    if endpoint:
+        # The base URL as a person needs it, without any user:password it may carry.
+        parts = urlsplit(endpoint.base_url)
+        where = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    context = {
+        "endpoint": endpoint,
+        "base_url": where,
+        "api_key_set": bool(settings.MEMORYUI_LLM_API_KEY),
+        "selector_timeout_ms": settings.MEMORYUI_SELECTOR_TIMEOUT_MS,
+        "l1_timeout_ms": settings.MEMORYUI_L1_TIMEOUT_MS,
+        "example": _example(),
+    }
+    return web.render(request, "recall/llm_setup.html", context)
 
 
 @roles.editor_required
@@ -157,7 +200,10 @@ def profile_list(request: HttpRequest) -> HttpResponse:
     RecallProfile.objects.resolve(DEFAULT_PROFILE)
     defaults = RecallSettings().to_dict()
     profiles = [
-        {"profile": profile, "changed": [(k, v, defaults.get(k)) for k, v in sorted(profile.knobs.items())]}
+        {
+            "profile": profile,
+            "changed": [(k, KNOBS.get(k, (k, ""))[0], v, defaults.get(k)) for k, v in sorted(profile.knobs.items())],
+        }
         for profile in RecallProfile.objects.all()
     ]
     try:
@@ -266,6 +312,18 @@ def golden_calibrate(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def golden_query_delete(request: HttpRequest, pk: int, query_pk: int) -> HttpResponse:
     query = get_object_or_404(GoldenQuery, pk=query_pk, golden_set_id=pk)
+    if web.needs_confirmation(request):
+        return web.confirmation(
+            request,
+            title=f"Remove the golden query “{query.query[:80]}”?",
+            consequences=[
+                f"The set {query.golden_set.name} keeps {query.golden_set.queries.count() - 1} other queries; "
+                "no memory changes.",
+                "This cannot be undone: add the query again to bring it back.",
+            ],
+            button="Remove",
+            back=reverse("recall:golden_detail", args=[pk]),
+        )
     query.delete()
     messages.success(request, "Golden query removed.")
     return redirect(reverse("recall:golden_detail", args=[pk]))
@@ -326,6 +384,13 @@ def _golden_run(golden_set: GoldenSet, a: str, b: str | None) -> dict:
                 else [],
             }
         )
-    metric_names = list(first.metrics)
-    metrics = [(name, first.metrics[name], second.metrics.get(name) if second else None) for name in metric_names]
-    return {"a": a, "b": b if second else None, "metrics": metrics, "rows": rows, "texts": texts, "ran": True}
+    return {
+        "a": a,
+        "b": b if second else None,
+        "a_limit": first.limit,
+        "b_limit": second.limit if second else None,
+        "metrics": golden.metric_rows(first, second),
+        "rows": rows,
+        "texts": texts,
+        "ran": True,
+    }

@@ -39,7 +39,11 @@ def test_a_playground_run_is_saved_as_a_trace_and_reopened(signed_in, live_serve
     expect(run.locator("[data-fallback-reason]")).to_contain_text("selector not configured")
     schema_row = run.locator(f'[data-candidate="{ata["schema"].pk}"]')
     expect(schema_row).to_have_attribute("data-decision", "filtered")
-    expect(schema_row).to_contain_text("active tool mcp__ata__article-list-query + marker 'parameter schema'")
+    run.locator('details[data-stage="filtered"] [data-stage-summary]').click()  # not recalled: collapsed
+    expect(schema_row.locator("[data-why-text]")).to_contain_text(
+        "it names mcp__ata__article-list-query, a tool the agent is using right now"
+    )
+    expect(schema_row.locator("[data-why-text]")).to_contain_text("(“parameter schema”)")
     expect(run.locator(f'[data-candidate="{ata["escalation"].pk}"]')).to_have_attribute("data-decision", "selected")
     expect(run.locator(f'[data-candidate="{ata["gotcha"].pk}"]')).to_have_attribute("data-decision", "selected")
     block = run.locator("[data-block]")
@@ -85,10 +89,12 @@ def test_two_profiles_compared_on_a_golden_set(signed_in, live_server, ata, scre
     page.get_by_role("button", name="Run").click()
 
     results = page.locator("#golden-results")
-    expect(results.locator('[data-metric="no_result_recall"] [data-profile-a]')).to_have_text("1.000")
-    expect(results.locator('[data-metric="no_result_recall"] [data-profile-b]')).to_have_text("1.000")
-    expect(results.locator('[data-metric="recall@5"] [data-profile-a]')).to_have_text("1.000")
-    expect(results.locator('[data-metric="recall@1"]')).to_have_count(0)
+    expect(results.locator('[data-metric="no_result_recall"] [data-profile-a]')).to_have_text("100%")
+    expect(results.locator('[data-metric="no_result_recall"] [data-profile-b]')).to_have_text("100%")
+    expect(results.locator('[data-metric="recall@k"] [data-profile-a]')).to_have_text("100% in the top 5")
+    expect(results.locator('[data-metric="recall@k"] [data-profile-b]')).to_have_text(
+        "100% in the top 1"
+    )  # 1 of min(2 expected, k=1)
     moved = results.locator("[data-moved]").first
     expect(moved).to_contain_text("−")  # limit 1 drops one of the two expected memories
     expect(results.locator("[data-moved]").nth(1)).to_contain_text("no change")

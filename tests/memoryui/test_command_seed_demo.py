@@ -12,6 +12,7 @@ from django.db.models import Count
 
 from memoryui import demo, rules
 from memoryui.models import Memory, MemoryEvent
+from recall import toolfilter
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +124,21 @@ def test_without_json_it_says_what_it_did():
     out = io.StringIO()
     call_command("seed_demo", "--polluted", stdout=out)
     assert out.getvalue().startswith("Created 85 polluted legacy notes")
+
+
+def test_clean_demo_holds_a_call_format_the_active_tool_filter_drops_and_a_gotcha_it_keeps():
+    seed()
+    tool = demo.FILTER_EXAMPLE["tools"]
+    call_format = Memory.objects.get(pk=demo.demo_id(demo.FILTER_EXAMPLE_KEY))
+    gotcha = Memory.objects.get(pk=demo.demo_id("ops:article-list-gotcha"))
+    assert call_format.scope == gotcha.scope == demo.FILTER_EXAMPLE["scope"] == "agent:ops-bot"
+    assert call_format.status == "active" and call_format.metadata["tools"] == [tool]
+
+    def decision(memory: Memory, tools: list[str]) -> toolfilter.ToolFilterDecision:
+        return toolfilter.active_tool_decision(memory.text, tools, tool_names=memory.metadata.get("tools", []))
+
+    dropped = decision(call_format, [tool])
+    assert dropped.suppressed and dropped.schema_marker == "call format" and dropped.durable_marker is None
+    assert not decision(call_format, []).suppressed  # only while the agent is using the tool
+    kept = decision(gotcha, [tool])
+    assert not kept.suppressed and kept.durable_marker == "gotcha"

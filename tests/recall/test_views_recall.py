@@ -7,6 +7,7 @@ import re
 import pytest
 from django.core import signing
 
+from memoryui import demo
 from memoryui.models import Memory
 from recall.models import GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 from recall.views import TRACE_SALT
@@ -124,7 +125,9 @@ def test_a_profile_stores_only_the_knobs_that_differ_and_names_bad_ones(store, a
     assert page.status_code == 200 and b'name="rrf_k"' in page.content
     bad = alice_client.post("/recall/profiles/new/", {"name": "strict", "rrf_k": "-3", "limit": "many"})
     assert bad.status_code == 400
-    assert b"<b>rrf_k</b>: must be between" in bad.content and b"<b>limit</b>: must be a number" in bad.content
+    assert (
+        b"<b>RRF k</b>: must be between" in bad.content and b"<b>Memories recalled</b>: must be a number" in bad.content
+    )
     ok = alice_client.post(
         "/recall/profiles/new/",
         {"name": "strict", "limit": "2", "selector": "off", "schema_markers": "parameter schema\n调用格式"},
@@ -157,10 +160,10 @@ def test_golden_sets_run_against_a_profile_and_compare_two(store, alice_client):
     result = alice_client.get(f"/recall/golden/{golden.pk}/run/", {"a": "default", "b": "nothing"}, **HX)
     html = result.content.decode()
     assert result.status_code == 200 and "<html" not in html
-    a_cells = dict(re.findall(r'data-metric="([^"]+)"><td>[^<]+</td><td class="num" data-profile-a>([^<]+)</td>', html))
-    assert a_cells["top1"] == "1.000" and a_cells["no_result_recall"] == "1.000"
-    b_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-b>([^<]+)</td>', html, re.S))
-    assert b_cells["top1"] == "0.000"
+    a_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-a[^>]*>([^<]+)<', html, re.S))
+    assert a_cells["top1"] == "100%" and a_cells["no_result_recall"] == "100%"
+    b_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-b[^>]*>([^<]+)<', html, re.S))
+    assert b_cells["top1"] == "0%"
     assert "− Escalation path for article-list-query" in html  # moved out with the strict floors
 
 
@@ -173,3 +176,46 @@ def test_each_candidate_and_each_memory_page_lead_to_why_not_recalled(store, ali
     form = re.search(r'<form class="why-form" method="get" action="/recall/" data-why-form>(.*?)</form>', detail, re.S)
     assert f'name="why" value="{store[PHONE].pk}"' in form.group(1)
     assert 'name="scope" value="agent:main"' in form.group(1)
+
+
+def test_candidates_not_recalled_are_grouped_under_their_stage_and_the_selector_column_says_how_to_set_one_up(
+    store, alice_client
+):
+    html = run(alice_client, q="article-list-query", tools="mcp__ata__article-list-query").content.decode()
+    recalled, _, rest = html.partition('<details class="candidate-group"')
+    assert f'data-candidate="{store[ESCALATION].pk}"' in recalled  # recalled: shown in full, not collapsed
+    filtered = re.search(
+        r'data-stage="filtered">\s*<summary data-stage-summary>(.*?)</summary>(.*?)</details>', rest, re.S
+    )
+    assert "1 filtered by the active-tool filter" in filtered.group(1)
+    assert f'data-candidate="{store[SCHEMA].pk}" data-decision="filtered"' in filtered.group(2)
+    assert "it names mcp__ata__article-list-query, a tool the agent is using right now" in filtered.group(2)
+    assert 'data-selector-hint="not_configured"' in html and 'href="/recall/llm/#local-llm"' in html
+
+
+def test_the_empty_playground_offers_the_demo_example_once_the_demo_is_loaded(alice_client):
+    assert b"data-example" not in alice_client.get("/recall/").content
+    demo.seed_clean()
+    page = alice_client.get("/recall/").content.decode()
+    link = re.search(r'<a class="btn btn-sm" href="([^"]+)" data-example>', page).group(1).replace("&amp;", "&")
+    assert (
+        link == "/recall/?q=how+do+I+call+article-list-query&scope=agent%3Aops-bot&tools=mcp__ata__article-list-query"
+    )
+
+
+def test_a_golden_query_takes_none_or_short_ids_and_is_removed_only_when_confirmed(store, alice_client):
+    golden = GoldenSet.objects.create(name="ata", scope="agent:main")
+    url = golden.get_absolute_url()
+    short = str(store[ESCALATION].pk)[:8]
+    assert alice_client.post(url, {"query": "who owns article-list-query", "expected_text": short}).status_code == 302
+    assert alice_client.post(url, {"query": "quantum entanglement", "expected_text": "none"}).status_code == 302
+    assert list(golden.queries.values_list("expected_ids", flat=True)) == [[str(store[ESCALATION].pk)], []]
+    query = golden.queries.first()
+    delete = f"/recall/golden/{golden.pk}/queries/{query.pk}/delete/"
+    asked = alice_client.post(delete)
+    assert (
+        asked.status_code == 200 and "Remove the golden query “who owns article-list-query”?" in asked.content.decode()
+    )
+    assert golden.queries.count() == 2
+    assert alice_client.post(delete, {"confirmed": "1"}).status_code == 302
+    assert golden.queries.count() == 1

@@ -1,0 +1,256 @@
+"""A recall's candidates in words a person reads: each one's outcome said once, grouped by the stage
+that decided it.
+
+The pipeline's reasons (recall.pipeline, searchindex.answerability, recall.toolfilter) are terse and
+exact ("vector -0.002 over the anchor", "heuristic rank 7, past the limit of 5"): they stay as they
+are in the API, the command line and the traces, and the playground shows them as numbers on
+demand. This module reads a recall as its JSON (`RecallResult.to_dict()`, which a trace stores, so
+old traces read the same way) and says what happened to each candidate in a sentence.
+
+Plain values only: no database, no index.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+RECALLED, FILTERED, NOT_SELECTED, BELOW_FLOOR = "selected", "filtered", "not_selected", "below_floor"
+# The order of the groups on the page: what was recalled, then the nearest misses first.
+STAGES = (RECALLED, FILTERED, NOT_SELECTED, BELOW_FLOOR)
+
+DECISION_WORDS = {RECALLED: "selected", FILTERED: "filtered", NOT_SELECTED: "not selected", BELOW_FLOOR: "below floor"}
+
+_FILTERED_RE = re.compile(r"active tool (?P<tool>.+?) \+ marker '(?P<marker>.+)'")
+_PAST_LIMIT_RE = re.compile(r"heuristic rank (?P<rank>\d+), past the limit of (?P<limit>\d+)")
+_PAST_CANDIDATES_RE = re.compile(r"past the first (?P<n>\d+) candidates")
+_MISSING_RE = re.compile(r"missing required '(?P<word>.*)'")
+_HEURISTIC_RANK_RE = re.compile(r"heuristic rank (?P<rank>\d+)$")
+_SELECTOR_PICK_RE = re.compile(r"selector pick (?P<rank>\d+)$")
+_NOT_COUNTED = "vector similarity not counted:"
+
+# Why a candidate was not selected, for the group's one-line summary.
+PAST_LIMIT, PAST_CANDIDATES, MISSING_WORD, NOT_PICKED, OTHER = (
+    "past the limit",
+    "past the candidates the heuristic scores",
+    "missing a required word",
+    "not picked by the selector",
+    "other",
+)
+
+
+@dataclass
+class Row:
+    """One candidate and its outcome in words."""
+
+    candidate: dict
+    why: str  # the one sentence the page shows for its final decision
+    cause: str = ""  # for not selected: which of the causes above
+
+
+@dataclass
+class Group:
+    stage: str
+    rows: list[Row] = field(default_factory=list)
+    summary: str = ""
+
+
+@dataclass
+class Explained:
+    groups: list[Group]  # in STAGES order, the empty ones left out
+    summary: str  # "5 recalled · 1 filtered by the active-tool filter · …"
+    selector: dict | None  # when no candidate has a selector decision: why (see selector_state)
+
+    @property
+    def recalled(self) -> Group | None:
+        return next((g for g in self.groups if g.stage == RECALLED), None)
+
+    @property
+    def not_recalled(self) -> list[Group]:
+        return [g for g in self.groups if g.stage != RECALLED]
+
+
+def explain(run: dict) -> Explained:
+    """Group a recall's candidates by their final decision, each with its reason in words."""
+    candidates = [c for c in (run.get("candidates") or []) if isinstance(c, dict)]
+    groups = {stage: Group(stage) for stage in STAGES}
+    for candidate in candidates:
+        stage = candidate.get("decision")
+        group = groups.get(stage) or groups[NOT_SELECTED]
+        group.rows.append(_row(candidate, run))
+    shown = [group for group in groups.values() if group.rows]
+    for group in shown:
+        group.summary = group_summary(group, run)
+    return Explained(
+        groups=shown,
+        summary=" · ".join(group.summary for group in shown),
+        selector=selector_state(run),
+    )
+
+
+def group_summary(group: Group, run: dict) -> str:
+    """One line for a group: "31 below the relevance floor", "7 not selected (6 past the limit, …)"."""
+    n = len(group.rows)
+    if group.stage == RECALLED:
+        return f"{n} recalled"
+    if group.stage == FILTERED:
+        return f"{n} filtered by the active-tool filter"
+    if group.stage == BELOW_FLOOR:
+        if not _answered(run) and any(row.candidate.get("label") != BELOW_FLOOR for row in group.rows):
+            return f"{n} below the relevance floor (the query is not answered)"
+        return f"{n} below the relevance floor"
+    causes: dict[str, int] = {}
+    for row in group.rows:
+        causes[row.cause] = causes.get(row.cause, 0) + 1
+    if len(causes) == 1:
+        [cause] = causes
+        return f"{n} not selected" + ("" if cause == OTHER else f" ({cause})")
+    parts = ", ".join(f"{count} {cause}" for cause, count in causes.items())
+    return f"{n} not selected ({parts})"
+
+
+def selector_state(run: dict) -> dict | None:
+    """Why the Selector column is empty, when it is: {"state", "text"}; None when the selector answered.
+
+    States: `not_configured` (no LLM endpoint: the page says how to set one up), `off` (the profile
+    turns it off), `select` (the query picked memories by id), `failed` (it erred, was too slow, or
+    had nothing to choose from).
+    """
+    candidates = [c for c in (run.get("candidates") or []) if isinstance(c, dict)]
+    if any(c.get("selector") for c in candidates):
+        return None
+    reason = str(run.get("fallback_reason") or "")
+    if run.get("mode") == "select":
+        return {"state": "select", "text": "Not asked: select: picks memories by id."}
+    if reason.startswith("selector not configured"):
+        return {"state": "not_configured", "text": "No LLM is configured, so the heuristic answered alone."}
+    if reason.startswith("selector off"):
+        return {"state": "off", "text": f"Off in profile {run.get('profile') or 'default'}: the heuristic answered."}
+    if reason:
+        return {"state": "failed", "text": f"Did not answer ({reason}): the heuristic answered."}
+    return {"state": "failed", "text": "Not asked."}
+
+
+# --- one candidate --------------------------------------------------------------------------------
+
+
+def _row(candidate: dict, run: dict) -> Row:
+    decision = candidate.get("decision")
+    reasons = [str(r) for r in candidate.get("reasons") or []]
+    if decision == RECALLED:
+        return Row(candidate, recalled_why(candidate))
+    if decision == FILTERED:
+        return Row(candidate, filtered_why(reasons))
+    if decision == BELOW_FLOOR:
+        return Row(candidate, below_floor_why(candidate, run))
+    cause, why = not_selected_why(candidate, reasons)
+    return Row(candidate, why + _heuristic_disagrees(candidate, run), cause)
+
+
+def recalled_why(candidate: dict) -> str:
+    """The final path's reasons, in full: its rank and every signal that counted."""
+    reasons = [str(r) for r in candidate.get("reasons") or []]
+    if not reasons:
+        return "Recalled."
+    first, rest = reasons[0], reasons[1:]
+    if match := _HEURISTIC_RANK_RE.match(first):
+        head = f"Ranked {_ordinal(int(match['rank']))} by the heuristic"
+    elif match := _SELECTOR_PICK_RE.match(first):
+        head = f"Picked {_ordinal(int(match['rank']))} by the selector"
+    elif first == "picked by select:":
+        head = "Picked by select:"
+    else:
+        return "; ".join(reasons) + "."
+    signals = [_signal_words(reason) for reason in rest]
+    return head + (": " + "; ".join(signals) if signals else "") + "."
+
+
+def _signal_words(signal: str) -> str:
+    if match := re.fullmatch(r"retrieval (?P<share>[\d.]+)", signal):
+        share = float(match["share"])
+        return "the best retrieval score" if share >= 0.995 else f"retrieval score {share:.0%} of the best"
+    if match := re.fullmatch(r"text covers (?P<pct>\d+%) of the query", signal):
+        return f"holds {match['pct']} of the query's words (by rarity)"
+    if match := re.fullmatch(r"names active tool (?P<tool>.+), no schema marker", signal):
+        return f"names {match['tool']}, a tool in use, but is no call format or schema"
+    if match := re.fullmatch(r"kept: durable marker '(?P<marker>.+)' \(active tool (?P<tool>.+)\)", signal):
+        return f"names {match['tool']}, a tool in use, and is kept as lasting knowledge (“{match['marker']}”)"
+    return signal
+
+
+def filtered_why(reasons: list[str]) -> str:
+    match = next((m for m in map(_FILTERED_RE.match, reasons) if m), None)
+    if match is None:
+        return "Kept out by the active-tool filter" + (f": {reasons[0]}." if reasons else ".")
+    return (
+        f"Kept out by the active-tool filter: it names {match['tool']}, a tool the agent is using right now, "
+        f"and reads like a call format or schema (“{match['marker']}”) with nothing lasting in it "
+        "(no gotcha, workaround, owner…). The tool's live definition is what counts."
+    )
+
+
+def below_floor_why(candidate: dict, run: dict) -> str:
+    if candidate.get("label") != BELOW_FLOOR and not _answered(run):
+        answer = run.get("answer") or {}
+        why = answer.get("reason") or "no strong match"
+        return (
+            f"Recall stays silent on this query ({why}): no candidate is a strong enough match, "
+            "so none is recalled, this one included."
+        )
+    reasons = [str(r) for r in candidate.get("label_reasons") or []]
+    margin, coverage = candidate.get("vector_margin"), candidate.get("bm25_coverage")
+    refused = next((r[len(_NOT_COUNTED) :].strip() for r in reasons if r.startswith(_NOT_COUNTED)), None)
+    if refused:
+        meaning = f"its closeness in meaning does not count here ({refused})"
+    elif margin is None:
+        meaning = "the vector search did not find it"
+    elif margin <= 0:
+        meaning = "its meaning is no closer to the query than unrelated text"
+    else:
+        meaning = "its meaning is barely closer to the query than unrelated text"
+    if coverage is None:
+        words = "it shares no words with the query"
+    elif coverage == 0:
+        words = "it shares only very common words with the query"
+    else:
+        words = f"it shares few of the query's words ({coverage:.0%}, by rarity)"
+    return f"Too weak a match: neither retriever found it close enough — {meaning}, and {words}."
+
+
+def not_selected_why(candidate: dict, reasons: list[str]) -> tuple[str, str]:
+    """(cause, sentence) for a candidate that cleared the floor but was not recalled."""
+    for reason in reasons:
+        if match := _PAST_LIMIT_RE.match(reason):
+            rank, limit = int(match["rank"]), int(match["limit"])
+            return PAST_LIMIT, f"Ranked {_ordinal(rank)} by the heuristic: past the limit of {limit}."
+        if match := _PAST_CANDIDATES_RE.match(reason):
+            return PAST_CANDIDATES, (
+                f"Not scored: only the best {match['n']} candidates above the floor go to the heuristic "
+                "and the selector (the profile's “candidates” knob)."
+            )
+        if match := _MISSING_RE.match(reason):
+            words = [m["word"] for m in map(_MISSING_RE.match, reasons) if m]
+            quoted = ", ".join(f"“{word}”" for word in words)
+            return MISSING_WORD, f"It does not hold the required word{'s' if len(words) > 1 else ''} {quoted}."
+        if reason == "not picked by the selector":
+            return NOT_PICKED, "The selector did not pick it."
+    return OTHER, ("; ".join(reasons) or "Not selected") + "."
+
+
+def _heuristic_disagrees(candidate: dict, run: dict) -> str:
+    """When the selector answered and left out what the heuristic would have recalled, say so."""
+    heuristic = candidate.get("heuristic") or {}
+    if run.get("mode") != "selector" or heuristic.get("decision") != RECALLED:
+        return ""
+    rank = next((m["rank"] for m in map(_HEURISTIC_RANK_RE.match, heuristic.get("reasons") or []) if m), None)
+    return f" The heuristic would have recalled it{f' ({_ordinal(int(rank))})' if rank else ''}."
+
+
+def _answered(run: dict) -> bool:
+    answer = run.get("answer")
+    return not isinstance(answer, dict) or bool(answer.get("answered", True))
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
