@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django import forms
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django.utils.text import capfirst
 
 from memoryui import rules, untrusted, writing
@@ -124,7 +125,7 @@ class MemoryForm(forms.Form):
         "tier": "Blank: by the rules, from the kind and the confidence.",
         "importance": "Blank: by the rules, from the kind and the confidence.",
         "confidence": "Blank: 0.7.",
-        "expires_at": "Blank: by the rules (a peripheral memory expires after {ttl} days, others never).",
+        "expires_at": "Blank: by the rules (peripheral: in {ttl} days).",
     }
 
     def __init__(self, *args, memory: Memory | None = None, **kwargs):
@@ -138,6 +139,7 @@ class MemoryForm(forms.Form):
             field.help_text = model_field.help_text
         self.fields["scope"].widget.attrs["placeholder"] = "agent:main"
         self.fields["entity_key"].widget.attrs["placeholder"] = "type:value"
+        self.fields["expires_at"].widget.attrs["placeholder"] = "2030-01-01T00:00:00Z"
         if memory is None:
             for name, extra in self.BY_THE_RULES_HELP.items():
                 extra = extra.format(ttl=settings.MEMORYUI_PERIPHERAL_TTL_DAYS)
@@ -168,7 +170,7 @@ class MemoryForm(forms.Form):
             "pinned": "yes" if memory.pinned else "no",
             "source": memory.source,
             "entity_key": memory.entity_key or "",
-            "expires_at": memory.expires_at.isoformat() if memory.expires_at else "",
+            "expires_at": _to_the_second(memory.expires_at),
             "metadata": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
         }
 
@@ -204,6 +206,9 @@ class MemoryForm(forms.Form):
         for name in ("entity_key", "expires_at"):
             if name in data:
                 data[name] = data[name] or None
+        if data.get("expires_at") and data["expires_at"] == _to_the_second(self.memory.expires_at):
+            # Shown to the second: left as it was, the expiry keeps its fraction (and no edit is recorded).
+            data["expires_at"] = self.memory.expires_at
         return data
 
     def clean(self):
@@ -243,6 +248,11 @@ class MemoryForm(forms.Form):
         except ConflictError as exc:
             self.add_error("entity_key", str(exc))
         return None
+
+
+def _to_the_second(moment) -> str:
+    """A time as the edit form shows it: ISO 8601 in the current time zone, to the second."""
+    return timezone.localtime(moment).isoformat(timespec="seconds") if moment else ""
 
 
 # --- bulk actions -------------------------------------------------------------------------
@@ -381,6 +391,9 @@ TRANSCRIPT_EXAMPLE = """{
 }"""
 
 
+TRANSCRIPT_PLACEHOLDER = '{"id": "session-7f3a", "scope": "agent:main", "messages": [{"role": "user", "content": "…"}]}'
+
+
 def _strict_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -404,7 +417,12 @@ class TranscriptPostForm(forms.Form):
         label="Transcript JSON",
         required=False,
         widget=forms.Textarea(
-            attrs={"rows": 12, "class": "mono", "spellcheck": "false", "placeholder": TRANSCRIPT_EXAMPLE}
+            attrs={
+                "rows": 12,
+                "class": "mono",
+                "spellcheck": "false",
+                "placeholder": TRANSCRIPT_PLACEHOLDER,
+            }
         ),
         help_text='Paste {"id"?, "scope", "messages": [...]}, or only the list of messages.',
     )

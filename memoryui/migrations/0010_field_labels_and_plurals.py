@@ -4,6 +4,7 @@ that read right ("memories", "index outbox entries", "API tokens")."""
 import django.core.validators
 import django.utils.timezone
 import memoryui.models.fields
+import uuid
 from django.db import migrations, models
 
 
@@ -59,7 +60,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='memory',
             name='expires_at',
-            field=models.DateTimeField(blank=True, help_text='When decay tombstones it, if it is an unpinned peripheral memory (other tiers never decay); ISO 8601 with a time zone, e.g. 2030-01-01T00:00:00Z.', null=True, verbose_name='expires at'),
+            field=models.DateTimeField(blank=True, help_text='When decay tombstones it (only unpinned peripheral memories decay); ISO 8601 with a time zone, e.g. 2030-01-01T00:00:00Z.', null=True, verbose_name='expires at'),
+        ),
+        migrations.AlterField(
+            model_name='memory',
+            name='id',
+            field=models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False, verbose_name='ID'),
         ),
         migrations.AlterField(
             model_name='memory',
@@ -84,7 +90,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='memory',
             name='scope',
-            field=models.CharField(help_text='Whose memory it is: agent:<id>, user:<id>, session:<id>, project:<id>, team:<id> or global; a bare id means agent:<id>.', max_length=200, verbose_name='scope'),
+            field=models.CharField(help_text='Whose memory it is, e.g. agent:main, user:42, project:x, global; a bare id means agent:<id>.', max_length=200, verbose_name='scope'),
         ),
         migrations.AlterField(
             model_name='memory',

@@ -122,12 +122,11 @@ class Memory(models.Model):
     Source = rules.Source
 
     # Verbose names and help texts are what the forms and the back office label each field with.
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     scope = models.CharField(
         "scope",
         max_length=rules.SCOPE_MAX_LENGTH,
-        help_text="Whose memory it is: agent:<id>, user:<id>, session:<id>, project:<id>, team:<id> or global; "
-        "a bare id means agent:<id>.",
+        help_text="Whose memory it is, e.g. agent:main, user:42, project:x, global; a bare id means agent:<id>.",
     )
     kind = models.CharField(
         "kind", max_length=20, choices=Kind.choices, help_text="What sort of knowledge it is; the tier follows from it."
@@ -175,8 +174,8 @@ class Memory(models.Model):
         "expires at",
         null=True,
         blank=True,
-        help_text="When decay tombstones it, if it is an unpinned peripheral memory (other tiers never decay); "
-        "ISO 8601 with a time zone, e.g. 2030-01-01T00:00:00Z.",
+        help_text="When decay tombstones it (only unpinned peripheral memories decay); ISO 8601 with a time "
+        "zone, e.g. 2030-01-01T00:00:00Z.",
     )
     metadata = models.JSONField(
         "metadata",

@@ -94,3 +94,18 @@ def test_an_edit_unpins_with_the_radio_button(alice_client, make_memory):
     memory.refresh_from_db()
     assert memory.pinned is False
     assert memory.events.get(action="edited").after == {"pinned": False}
+
+
+def test_the_expiry_is_shown_to_the_second_and_saving_it_unchanged_records_no_edit(alice_client, make_memory):
+    memory = make_memory("Asked about the weather.", kind="note")  # peripheral: expires by the rules
+    assert memory.expires_at.microsecond  # the rules' expiry has a fraction of a second
+
+    shown = MemoryForm.initial_from(memory)["expires_at"]
+    response = alice_client.post(f"/memories/{memory.pk}/edit/", {**MemoryForm.initial_from(memory), "pinned": "no"})
+
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}", shown)
+    assert response.status_code == 302
+    assert not memory.events.filter(action="edited").exists()
+    expires_at = memory.expires_at
+    memory.refresh_from_db()
+    assert memory.expires_at == expires_at
