@@ -9,6 +9,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.forms import AuthenticationForm
+from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from memoryui import roles, writing
@@ -51,6 +53,10 @@ admin.site.has_permission = _admins_only
 admin.site.login_form = AdminRoleLoginForm
 
 
+SHORT_TEXT = 70
+SHORT_SCOPE = 20
+
+
 class MemoryEventInline(admin.TabularInline):
     model = MemoryEvent
     extra = 0
@@ -65,7 +71,11 @@ class MemoryEventInline(admin.TabularInline):
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
-    list_display = ("short_text", "kind", "tier", "scope", "importance", "pinned", "status", "updated_at")
+    # Narrow columns, so the list fits beside the back office's two sidebars at 1400 px: the text
+    # cut short and wrapping (admin.css), struck through when tombstoned (the status filter picks
+    # either), the scope cut short, the day it changed (the exact time on hover). Importance,
+    # source and the rest are on the memory's page.
+    list_display = ("short_text", "kind", "tier", "short_scope", "pinned", "updated")
     list_filter = ("status", "kind", "tier", "pinned", "source")
     search_fields = ("text", "entity_key", "scope")
     readonly_fields = ("id", "content_hash", "created_at", "updated_at", "access_count", "accessed_at")
@@ -74,10 +84,25 @@ class MemoryAdmin(admin.ModelAdmin):
     show_full_result_count = False  # a COUNT(*) per page is wasted at 100k rows
     list_per_page = 50
 
+    class Media:
+        css = {"all": ["memoryui/admin.css"]}
+
     @admin.display(description="text")
     def short_text(self, obj: Memory) -> str:
-        # Returned as plain str: the admin escapes it (memory text is untrusted).
-        return Truncator(obj.text).chars(90)
+        # format_html escapes the text (memory text is untrusted).
+        text = Truncator(obj.text).chars(SHORT_TEXT)
+        if obj.status == Memory.Status.TOMBSTONED:
+            return format_html('<del title="tombstoned">{}</del>', text)
+        return text
+
+    @admin.display(description="scope", ordering="scope")
+    def short_scope(self, obj: Memory) -> str:
+        return Truncator(obj.scope).chars(SHORT_SCOPE)
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, obj: Memory) -> str:
+        local = timezone.localtime(obj.updated_at)
+        return format_html('<span title="{}">{}</span>', f"{local:%Y-%m-%d %H:%M:%S %Z}", f"{local:%Y-%m-%d}")
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # deletes are tombstones

@@ -10,9 +10,14 @@ from dataclasses import dataclass
 from django import forms
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
+from django.utils.text import capfirst
 
 from memoryui import rules, untrusted, writing
-from memoryui.models import ApiToken, ConflictError, Memory
+from memoryui.ingestion import IngestReport, TranscriptError, ingest
+from memoryui.models import ApiToken, ConflictError, Memory, TaskRun
+from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
+from memoryui.tasks import enqueue_extraction
 
 # --- memory list ---------------------------------------------------------------------------
 
@@ -78,47 +83,79 @@ class MemoryListForm(forms.Form):
 
 # --- create / edit ------------------------------------------------------------------------
 
-PINNED_ON_CREATE = {"": None, "yes": True, "no": False}
+PINNED_BY_THE_RULES = "rules"
+PINNED_CHOICES = {PINNED_BY_THE_RULES: None, "yes": True, "no": False}
 
 
 class MemoryForm(forms.Form):
     """Create or edit a memory. clean() asks the domain's rules; save() goes through the write
-    path (create) or memory.edit() (edit), and any error they raise lands on its field."""
+    path (create) or memory.edit() (edit), and any error they raise lands on its field.
 
-    scope = forms.CharField(max_length=rules.SCOPE_MAX_LENGTH, help_text="e.g. agent:main, user:42, global")
-    kind = forms.ChoiceField(choices=[(kind, kind.replace("_", " ")) for kind in rules.KINDS])
+    Labels and help texts are the model fields' verbose names and help texts. Create and edit
+    show the same widgets; only create offers "by the rules" (tier, importance, pinned), because
+    the rules place a new memory and an edit sets every field explicitly.
+    """
+
+    scope = forms.CharField(max_length=rules.SCOPE_MAX_LENGTH)
+    # No default kind: what sort of knowledge it is is the writer's call, and a preselected kind
+    # would be saved unnoticed.
+    kind = forms.ChoiceField(
+        choices=[("", "Choose a kind…"), *[(kind, kind.replace("_", " ")) for kind in rules.KINDS]],
+        error_messages={"required": f"Choose a kind: {', '.join(k.replace('_', ' ') for k in rules.KINDS)}."},
+    )
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), strip=True)
-    tier = forms.ChoiceField(
+    tier = forms.ChoiceField(required=False, choices=[("", "by the rules"), *[(t, t) for t in rules.TIERS]])
+    importance = forms.FloatField(required=False)
+    confidence = forms.FloatField(required=False)
+    # Radio buttons on create and edit alike: pinned is a choice among two or three values that are
+    # all worth seeing at once, and a new memory's third one ("by the rules": the rules pin
+    # identities and stable preferences) is one a checkbox cannot say.
+    pinned = forms.ChoiceField(
         required=False,
-        choices=[("", "by the rules"), *[(t, t) for t in rules.TIERS]],
+        choices=[(PINNED_BY_THE_RULES, "by the rules"), ("yes", "pinned"), ("no", "not pinned")],
+        initial=PINNED_BY_THE_RULES,
+        widget=forms.RadioSelect(attrs={"class": "choices"}),
     )
-    importance = forms.FloatField(required=False, help_text="0..1; blank = by the rules")
-    confidence = forms.FloatField(required=False, help_text="0..1; how sure the writer was")
-    pinned = forms.ChoiceField(required=False, choices=[("", "by the rules"), ("yes", "pinned"), ("no", "not pinned")])
     source = forms.ChoiceField(choices=[(s, s) for s in rules.SOURCES], initial="manual")
-    entity_key = forms.CharField(required=False, max_length=rules.ENTITY_KEY_MAX_LENGTH, help_text="type:value")
-    expires_at = forms.CharField(required=False, help_text="ISO 8601 with a time zone, e.g. 2030-01-01T00:00:00Z")
-    metadata = forms.CharField(
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
-        initial="{}",
-        help_text="a JSON object",
-    )
+    entity_key = forms.CharField(required=False, max_length=rules.ENTITY_KEY_MAX_LENGTH)
+    expires_at = forms.CharField(required=False)
+    metadata = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}), initial="{}")
+
+    BY_THE_RULES_HELP = {
+        "tier": "Blank: by the rules, from the kind and the confidence.",
+        "importance": "Blank: by the rules, from the kind and the confidence.",
+        "confidence": "Blank: 0.7.",
+        "expires_at": "Blank: by the rules (peripheral: in {ttl} days).",
+    }
 
     def __init__(self, *args, memory: Memory | None = None, **kwargs):
         self.memory = memory
         if memory is not None:
             kwargs.setdefault("initial", self.initial_from(memory))
         super().__init__(*args, **kwargs)
-        if memory is not None:
+        for name, field in self.fields.items():
+            model_field = Memory._meta.get_field(name)
+            field.label = capfirst(model_field.verbose_name)
+            field.help_text = model_field.help_text
+        self.fields["scope"].widget.attrs["placeholder"] = "agent:main"
+        self.fields["entity_key"].widget.attrs["placeholder"] = "type:value"
+        self.fields["expires_at"].widget.attrs["placeholder"] = "2030-01-01T00:00:00Z"
+        if memory is None:
+            for name, extra in self.BY_THE_RULES_HELP.items():
+                extra = extra.format(ttl=settings.MEMORYUI_PERIPHERAL_TTL_DAYS)
+                self.fields[name].help_text = f"{self.fields[name].help_text} {extra}"
+            self.fields["importance"].widget.attrs["placeholder"] = "by the rules"
+            self.fields["confidence"].widget.attrs["placeholder"] = "0.7"
+        else:
             # An edit sets every field explicitly; "by the rules" only applies on create.
             self.fields["tier"].required = True
             self.fields["tier"].choices = [(t, t) for t in rules.TIERS]
             self.fields["importance"].required = self.fields["confidence"].required = True
-            self.fields["importance"].help_text = "0..1"
-            self.fields["pinned"] = forms.BooleanField(required=False)
+            self.fields["pinned"].required = True
+            self.fields["pinned"].choices = self.fields["pinned"].choices[1:]
+            self.fields["expires_at"].help_text += " Blank: never."
             self.fields["reason"] = forms.CharField(
-                required=False, max_length=500, help_text="optional; recorded in the history"
+                required=False, max_length=500, label="Reason", help_text="Optional; recorded in the history."
             )
 
     @staticmethod
@@ -130,10 +167,10 @@ class MemoryForm(forms.Form):
             "tier": memory.tier,
             "importance": memory.importance,
             "confidence": memory.confidence,
-            "pinned": memory.pinned,
+            "pinned": "yes" if memory.pinned else "no",
             "source": memory.source,
             "entity_key": memory.entity_key or "",
-            "expires_at": memory.expires_at.isoformat() if memory.expires_at else "",
+            "expires_at": _to_the_second(memory.expires_at),
             "metadata": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
         }
 
@@ -162,13 +199,16 @@ class MemoryForm(forms.Form):
         """The cleaned values in the domain's vocabulary; blanks left to the rules on create."""
         data = dict(self.cleaned_data)
         data.pop("reason", None)
+        if "pinned" in data:
+            data["pinned"] = PINNED_CHOICES.get(data["pinned"] or PINNED_BY_THE_RULES)
         if self.memory is None:
-            if "pinned" in data:
-                data["pinned"] = PINNED_ON_CREATE[data["pinned"] or ""]
             return {name: value for name, value in data.items() if value not in (None, "")}
         for name in ("entity_key", "expires_at"):
             if name in data:
                 data[name] = data[name] or None
+        if data.get("expires_at") and data["expires_at"] == _to_the_second(self.memory.expires_at):
+            # Shown to the second: left as it was, the expiry keeps its fraction (and no edit is recorded).
+            data["expires_at"] = self.memory.expires_at
         return data
 
     def clean(self):
@@ -208,6 +248,11 @@ class MemoryForm(forms.Form):
         except ConflictError as exc:
             self.add_error("entity_key", str(exc))
         return None
+
+
+def _to_the_second(moment) -> str:
+    """A time as the edit form shows it: ISO 8601 in the current time zone, to the second."""
+    return timezone.localtime(moment).isoformat(timespec="seconds") if moment else ""
 
 
 # --- bulk actions -------------------------------------------------------------------------
@@ -332,3 +377,184 @@ class TokenForm(forms.Form):
             for name, messages in exc.errors.items():
                 self.add_error(name if name in self.fields else None, messages)
         return None
+
+
+# --- transcripts --------------------------------------------------------------------------
+
+TRANSCRIPT_EXAMPLE = """{
+  "id": "session-2026-11-25-7f3a",
+  "scope": "agent:main",
+  "messages": [
+    {"role": "user", "content": "I deploy on Fridays; remember that."},
+    {"role": "assistant", "content": "Noted."}
+  ]
+}"""
+
+
+TRANSCRIPT_PLACEHOLDER = '{"id": "session-7f3a", "scope": "agent:main", "messages": [{"role": "user", "content": "…"}]}'
+
+
+def _strict_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+@dataclass(frozen=True)
+class PostedTranscript:
+    report: IngestReport
+    extraction: TaskRun | None
+
+
+class TranscriptPostForm(forms.Form):
+    """Post a transcript from the browser: JSON pasted or a .json file, validated by the API's own
+    rules (memoryui.ingestion), each problem named as the API names it (`messages[2].tool_call_id`).
+
+    The scope and the id may come from the JSON (`{"id"?, "scope", "messages": [...]}`) or from
+    the fields here, which fill in what the JSON leaves out; a bare list is taken as the messages.
+    Posting an id again in its scope is what the API does: only new messages are added.
+    """
+
+    transcript = forms.CharField(
+        label="Transcript JSON",
+        required=False,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 12,
+                "class": "mono",
+                "spellcheck": "false",
+                "placeholder": TRANSCRIPT_PLACEHOLDER,
+            }
+        ),
+        help_text='Paste {"id"?, "scope", "messages": [...]}, or only the list of messages.',
+    )
+    file = forms.FileField(
+        label="Or a file",
+        required=False,
+        widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
+        help_text="A .json file in the same format.",
+    )
+    scope = forms.CharField(
+        required=False,
+        max_length=rules.SCOPE_MAX_LENGTH,
+        widget=forms.TextInput(attrs={"placeholder": "from the JSON", "list": "scope-options"}),
+        help_text="Where the transcript belongs, e.g. agent:main; blank: the JSON's scope.",
+    )
+    external_id = forms.CharField(
+        label="Transcript id",
+        required=False,
+        # Longer input is refused by the ingestion rules with the API's own message.
+        widget=forms.TextInput(attrs={"placeholder": "from the JSON, or none"}),
+        help_text=(
+            f"The agent's own id for it, e.g. a session id: any text up to {EXTERNAL_ID_MAX_LENGTH} characters, "
+            "unique within the scope. Posting the same id in the same scope again adds only the new messages; "
+            "stored messages never change. Blank: the JSON's id, or a new transcript."
+        ),
+    )
+    extract = forms.BooleanField(
+        label="Extract memories after storing",
+        required=False,
+        help_text="Queues an extraction task, as ?extract=true does in the API.",
+    )
+
+    # Where the ingestion rules' problems with the transcript's own fields are shown, when the
+    # value came from this form rather than the JSON.
+    FORM_FIELDS = {"scope": "scope", "id": "external_id"}
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload and upload.size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            raise forms.ValidationError(
+                f"is {upload.size:,} bytes; at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} "
+                "(post a long transcript in parts: posting it again adds only the new messages)"
+            )
+        return upload
+
+    def clean(self):
+        cleaned = super().clean()
+        pasted, upload = (cleaned.get("transcript") or "").strip(), cleaned.get("file")
+        if "file" in self.errors:
+            return cleaned
+        if pasted and upload:
+            self.add_error("file", "Paste the JSON or choose a file, not both.")
+            return cleaned
+        if not pasted and not upload:
+            self.add_error("transcript", "Paste the transcript JSON or choose a .json file.")
+            return cleaned
+        source = "file" if upload else "transcript"
+        text = pasted
+        if upload:
+            try:
+                text = upload.read().decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                self.add_error("file", f"is not UTF-8 text (byte {exc.start})")
+                return cleaned
+        try:
+            data = json.loads(text, parse_constant=_strict_constant)
+        except json.JSONDecodeError as exc:
+            self.add_error(source, f"Invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+            return cleaned
+        except RecursionError:
+            self.add_error(source, f"is nested more than {untrusted.MAX_JSON_DEPTH} levels deep")
+            return cleaned
+        except ValueError as exc:  # NaN, Infinity, an integer of more digits than Python converts
+            self.add_error(source, f"Invalid JSON: {exc}")
+            return cleaned
+        cleaned["source"] = source
+        cleaned["data"] = self._with_form_fields(data)
+        return cleaned
+
+    def _with_form_fields(self, data):
+        """The JSON with the scope and id the form gives; a bare list is the messages."""
+        if isinstance(data, list):
+            data = {"messages": data}
+        if not isinstance(data, dict):
+            return data  # the ingestion rules say what is wrong with it
+        data = dict(data)
+        self.from_form = set()
+        for key, name in self.FORM_FIELDS.items():
+            given = (self.cleaned_data.get(name) or "").strip()
+            if not given:
+                continue
+            in_json = data.get(key)
+            if in_json not in (None, "") and not _same_value(key, in_json, given):
+                self.add_error(name, f"the JSON's {key} is {str(in_json)[:80]!r}: leave this blank, or make them match")
+            data[key] = given
+            self.from_form.add(key)
+        return data
+
+    def save(self, *, actor: str) -> PostedTranscript | None:
+        """Store the transcript (and queue its extraction when asked), in one transaction; None
+        with the problems on the form when the ingestion rules refuse it."""
+        data = self.cleaned_data["data"]
+        try:
+            with transaction.atomic():
+                report = ingest(data)
+                run = enqueue_extraction(report.transcript, actor=actor) if self.cleaned_data["extract"] else None
+        except TranscriptError as exc:
+            self._add_transcript_errors(exc.errors, data)
+            return None
+        except ConflictError as exc:
+            self.add_error(self.cleaned_data["source"], f"Not stored: {exc}")
+            return None
+        return PostedTranscript(report=report, extraction=run)
+
+    def _add_transcript_errors(self, errors: dict[str, list[str]], data) -> None:
+        source = self.cleaned_data["source"]
+        given = data if isinstance(data, dict) else {}
+        for name, reasons in errors.items():
+            field = self.FORM_FIELDS.get(name)
+            # On the form's own field when the value came from it, or when neither gave one.
+            if field and (name in getattr(self, "from_form", ()) or given.get(name) in (None, "")):
+                self.add_error(field, reasons)
+            else:
+                self.add_error(source, [f"{name}: {reason}" for reason in reasons])
+
+
+def _same_value(key: str, a, b: str) -> bool:
+    if not isinstance(a, str):
+        return False
+    if key == "scope":
+        try:
+            return rules.normalize_scope(a) == rules.normalize_scope(b)
+        except rules.ScopeError:
+            return False
+    return a.strip() == b.strip()

@@ -15,11 +15,14 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, Paginator
+from django.db.models import DateTimeField
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template import loader
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
+from django.utils.dateparse import parse_datetime
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memoryui import rest, roles, rules, web
@@ -109,6 +112,8 @@ def index_action(request, action: str):
     """Verify the indexes now, or queue a repair or a rebuild; htmx gets the panel back."""
     if action not in INDEX_ACTIONS:
         raise Http404("no such index action")
+    if action == "rebuild" and web.needs_confirmation(request):
+        return _confirm_rebuild(request)
     actor = web.actor(request)
     error = None
 
@@ -142,6 +147,29 @@ def index_action(request, action: str):
     panel = _index_panel(request)
     panel["notice"], panel["notice_level"], panel["error"] = notice, outcome["level"], error
     return web.fragment(request, "memoryui/partials/index_health.html", panel)
+
+
+def _confirm_rebuild(request: HttpRequest) -> HttpResponse:
+    active, _ = web.load(lambda: Memory.objects.active().count())
+    if active is None:
+        every = "every active memory is"
+    elif active == 1:
+        every = "the one active memory is"
+    else:
+        every = f"all {active:,} active memories are"
+    return web.confirmation(
+        request,
+        title="Rebuild both search indexes?",
+        consequences=[
+            f"Both indexes are dropped and built again from the database: {every} embedded and indexed anew, "
+            "which takes a while on a large store.",
+            "Until it is done, search and recall may miss memories.",
+            "No memory changes: the indexes are derived from the database. Repair is the quicker fix when only "
+            "some entries are missing or stale.",
+        ],
+        button="Rebuild the indexes",
+        back=reverse("dashboard"),
+    )
 
 
 @web.login_required_htmx
@@ -337,16 +365,24 @@ def memory_action(request, pk, action: str):
 # --- detail, create, edit ---------------------------------------------------------------------
 
 
-def _display(value) -> str:
-    if value is None:
-        return "—"
-    if value == "":
-        return "(empty)"
+FIELD_LABELS = {field.name: capfirst(field.verbose_name) for field in Memory._meta.get_fields() if field.concrete}
+TIME_FIELDS = {field.name for field in Memory._meta.get_fields() if isinstance(field, DateTimeField)}
+
+
+def _display(name: str, value) -> dict:
+    """A value of a history event as the page shows it: a time (shown human, exact on hover),
+    text, or nothing (one dash for None and "" alike)."""
+    if value is None or value == "":
+        return {"text": ""}
+    if name in TIME_FIELDS and isinstance(value, str):
+        moment = parse_datetime(value)
+        if moment is not None:
+            return {"time": moment}
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        return {"text": json.dumps(value, ensure_ascii=False, sort_keys=True)}
     if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
+        return {"text": "yes" if value else "no"}
+    return {"text": str(value)}
 
 
 def _history(memory_id) -> list[dict]:
@@ -355,7 +391,11 @@ def _history(memory_id) -> list[dict]:
         {
             "event": event,
             "changes": [
-                {"field": name, "before": _display(before), "after": _display(after)}
+                {
+                    "field": FIELD_LABELS.get(name, str(name)),
+                    "before": _display(name, before),
+                    "after": _display(name, after),
+                }
                 for name, before, after in event.changes()
             ],
         }
@@ -383,6 +423,7 @@ def memory_detail(request, pk):
         "memory": memory,
         "detail_panel": {"unavailable": unavailable, "retry": web.reload(request)},
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True) if memory else "",
+        "labels": FIELD_LABELS,
         "history_panel": _history_panel(request, pk) if memory else None,
         "next_url": request.get_full_path(),
     }

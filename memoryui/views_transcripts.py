@@ -9,26 +9,68 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memoryui import decay, extraction, roles, rollup, web
 from memoryui.api_transcripts import transcript_detail as detail_of
+from memoryui.forms import TRANSCRIPT_EXAMPLE, PostedTranscript, TranscriptPostForm
 from memoryui.models import TaskRun, Transcript
+from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 from memoryui.tasks import DECAY, enqueue_decay, enqueue_extraction
 
 TRANSCRIPT_PAGE_SIZE = 50
 
 
-@web.login_required_htmx
-@require_GET
+@roles.role_required(roles.Role.EDITOR, unsafe_only=True)
+@require_http_methods(["GET", "POST"])
 def transcript_list(request):
+    """The transcripts, newest first; an editor posts one here (pasted JSON or a file), and is
+    taken to its projection."""
+    form = TranscriptPostForm(request.POST or None, request.FILES or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid() and (posted := form.save(actor=web.actor(request))):
+            _say_posted(request, posted)
+            return redirect(posted.report.transcript)
+        status = 400
     transcripts = Transcript.objects.annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
     scope = request.GET.get("scope", "").strip()
     if scope:
         transcripts = transcripts.filter(scope=scope)
     page = Paginator(transcripts, TRANSCRIPT_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {"page": page, "scope": scope, "scopes": web.scope_choices()}
-    return web.render(request, "memoryui/transcript_list.html", context)
+    context = {
+        "page": page,
+        "scope": scope,
+        "scopes": web.scope_choices(),
+        "form": form,
+        "example": TRANSCRIPT_EXAMPLE,
+        "max_id_length": EXTERNAL_ID_MAX_LENGTH,
+    }
+    return web.render(request, "memoryui/transcript_list.html", context, status=status)
+
+
+def _say_posted(request, posted: PostedTranscript) -> None:
+    report = posted.report
+    count = f"{report.messages} message{'s' * (report.messages != 1)}"
+    if report.created:
+        messages.success(request, f"Stored the transcript, {count}.")
+    elif report.added:
+        messages.success(
+            request,
+            f"This transcript was posted before (id {report.transcript.external_id!r} in {report.transcript.scope}): "
+            f"added {report.added} new message{'s' * (report.added != 1)}, {report.unchanged} were stored already.",
+        )
+    else:
+        messages.info(
+            request,
+            f"This transcript was posted before (id {report.transcript.external_id!r} in {report.transcript.scope}) "
+            f"with all {count}: nothing changed.",
+        )
+    if posted.extraction is not None:
+        if posted.extraction.reused:
+            messages.info(request, f"Its extraction is {posted.extraction.status} already.")
+        else:
+            messages.success(request, "Extraction queued.")
 
 
 @web.login_required_htmx

@@ -121,31 +121,76 @@ class Memory(models.Model):
     Status = rules.Status
     Source = rules.Source
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH)
-    kind = models.CharField(max_length=20, choices=Kind.choices)
-    tier = models.CharField(max_length=12, choices=Tier.choices)
-    text = models.TextField()
-    importance = models.FloatField(validators=UNIT_INTERVAL)
-    confidence = models.FloatField(default=0.7, validators=UNIT_INTERVAL)
-    pinned = models.BooleanField(default=False)
-    status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
-    tombstone_reason = models.TextField(blank=True)
-    tombstoned_at = models.DateTimeField(null=True, blank=True)
-    source = models.CharField(max_length=16, choices=Source.choices, default=Source.MANUAL)
+    # Verbose names and help texts are what the forms and the back office label each field with.
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
+    scope = models.CharField(
+        "scope",
+        max_length=rules.SCOPE_MAX_LENGTH,
+        help_text="Whose memory it is, e.g. agent:main, user:42, project:x, global; a bare id means agent:<id>.",
+    )
+    kind = models.CharField(
+        "kind", max_length=20, choices=Kind.choices, help_text="What sort of knowledge it is; the tier follows from it."
+    )
+    tier = models.CharField(
+        "tier",
+        max_length=12,
+        choices=Tier.choices,
+        help_text="core: identity and stable preferences; working: the usual; peripheral: low value, expires.",
+    )
+    text = models.TextField("text", help_text="One self-contained statement.")
+    importance = models.FloatField(
+        "importance", validators=UNIT_INTERVAL, help_text="0 to 1: how much it weighs in recall."
+    )
+    confidence = models.FloatField(
+        "confidence", default=0.7, validators=UNIT_INTERVAL, help_text="0 to 1: how sure the writer was."
+    )
+    pinned = models.BooleanField(
+        "pinned", default=False, help_text="A pinned memory never decays and is boosted in recall."
+    )
+    status = models.CharField(
+        "status",
+        max_length=12,
+        choices=Status.choices,
+        default=Status.ACTIVE,
+        help_text="A tombstoned memory is left out of search and recall, and can be restored.",
+    )
+    tombstone_reason = models.TextField("tombstone reason", blank=True)
+    tombstoned_at = models.DateTimeField("tombstoned at", null=True, blank=True)
+    source = models.CharField(
+        "source", max_length=16, choices=Source.choices, default=Source.MANUAL, help_text="Who wrote it."
+    )
     # NULL (not "") for "no key", so the partial unique constraint ignores keyless memories.
-    entity_key = models.CharField(max_length=rules.ENTITY_KEY_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
-    content_hash = models.CharField(max_length=64, editable=False)
-    access_count = models.PositiveIntegerField(default=0)
-    accessed_at = models.DateTimeField(null=True, blank=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    metadata = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
+    entity_key = models.CharField(  # noqa: DJ001
+        "entity key",
+        max_length=rules.ENTITY_KEY_MAX_LENGTH,
+        null=True,
+        blank=True,
+        help_text="type:value, e.g. phone:18600000000; one active memory per key in a scope.",
+    )
+    content_hash = models.CharField("content hash", max_length=64, editable=False)
+    access_count = models.PositiveIntegerField("accesses", default=0)
+    accessed_at = models.DateTimeField("last accessed", null=True, blank=True)
+    expires_at = models.DateTimeField(
+        "expires at",
+        null=True,
+        blank=True,
+        help_text="When decay tombstones it (only unpinned peripheral memories decay); ISO 8601 with a time "
+        "zone, e.g. 2030-01-01T00:00:00Z.",
+    )
+    metadata = models.JSONField(
+        "metadata",
+        decoder=StoredJSONDecoder,
+        default=dict,
+        blank=True,
+        help_text='A JSON object: tags, tool names, where it came from, e.g. {"tags": ["ops"]}.',
+    )
+    created_at = models.DateTimeField("created at", default=timezone.now)
+    updated_at = models.DateTimeField("updated at", default=timezone.now)
 
     objects = MemoryManager()
 
     class Meta:
+        verbose_name_plural = "memories"
         ordering = ["-updated_at", "-id"]
         indexes = [
             # The list's default order is (-updated_at, -id): the id in the index keeps a page

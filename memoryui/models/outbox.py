@@ -31,6 +31,8 @@ class IndexOutbox(models.Model):
     last_error = models.TextField(blank=True)
 
     class Meta:
+        verbose_name = "index outbox entry"
+        verbose_name_plural = "index outbox entries"
         ordering = ["queued_at"]
 
     def __str__(self) -> str:

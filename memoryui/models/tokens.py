@@ -54,6 +54,7 @@ class ApiToken(models.Model):
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
+        verbose_name = "API token"
         ordering = ["-created_at"]
 
     def __str__(self) -> str:

@@ -196,4 +196,40 @@
       box.checked = all.checked;
     });
   });
+
+  // --- store pages -------------------------------------------------------------------------
+
+  // Copy buttons (data-copy: the id of the element whose text is copied), e.g. a new token's key,
+  // which is shown once. The Clipboard API needs a secure context (https, or localhost); anywhere
+  // else the text is selected so that Ctrl+C (⌘C) copies it, and the status line says so.
+  function selectText(node) {
+    var range = document.createRange();
+    range.selectNodeContents(node);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest("[data-copy]");
+    if (!button) return;
+    var id = button.getAttribute("data-copy");
+    var source = document.getElementById(id);
+    if (!source) return;
+    var status = document.querySelector('[data-copy-status="' + id + '"]');
+    var text = source.textContent.trim();
+    function say(message, state) {
+      if (!status) return;
+      status.textContent = message;
+      status.setAttribute("data-state", state);
+    }
+    function fallBack() {
+      selectText(source);
+      say("Selected: press Ctrl+C (⌘C) to copy.", "selected");
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { say("Copied.", "copied"); }, fallBack);
+    } else {
+      fallBack();
+    }
+  });
 })();

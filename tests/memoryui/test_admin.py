@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.apps import apps
 from django.urls import reverse
@@ -74,3 +76,32 @@ def test_a_transcript_shows_its_messages_escaped_and_tasks_are_read_only(alice_c
     run = TaskRun.objects.create(kind="extract", actor="test")
     assert alice_client.get(reverse("admin:memoryui_taskrun_change", args=[run.pk])).status_code == 200
     assert alice_client.get(reverse("admin:memoryui_taskrun_add")).status_code == 403
+
+
+def test_every_models_plural_reads_right():
+    # A plural Django made by adding "s" is wrong after -y, -x, -s, -ch and -sh ("Memorys", "Index outboxs").
+    for model in apps.get_models():
+        singular, plural = str(model._meta.verbose_name), str(model._meta.verbose_name_plural)
+        if plural == f"{singular}s":
+            assert not re.search(r"([^aeiou]y|x|s|ch|sh)$", singular), f"{model.__name__}: {plural!r}"
+
+
+def test_the_back_office_index_names_the_store_in_plain_words(alice_client):
+    html = alice_client.get(reverse("admin:index")).content.decode()
+
+    assert ">Memories<" in html and ">Index outbox entries<" in html and ">API tokens<" in html
+    assert "Memorys" not in html and "outboxs" not in html
+
+
+def test_the_memory_list_shows_narrow_columns_and_strikes_through_a_tombstoned_memory(alice_client, make_memory):
+    make_memory("x" * 300, scope="agent:" + "s" * 100)
+    make_memory("Spam.").tombstone("noise", actor="test")
+
+    html = alice_client.get(reverse("admin:memoryui_memory_changelist")).content.decode()
+
+    assert ">" + "x" * 69 + "…</a>" in html  # cut short
+    assert "agent:" + "s" * 13 + "…" in html
+    assert '<del title="tombstoned">Spam.</del>' in html
+    assert "memoryui/admin.css" in html
+    for column in ("importance", "source", "status"):
+        assert f"column-{column}" not in html

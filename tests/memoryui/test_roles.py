@@ -326,8 +326,8 @@ def test_the_tokens_page_refuses_a_token_above_the_role_with_a_form_error(bob_cl
     unscoped = erin_client.post("/tokens/", {"name": "u", "scopes": "", "access": "read"})
     read = bob_client.post("/tokens/", {"name": "r", "scopes": "main"})
 
-    assert write.status_code == 403 and "<b>access</b>: A write token needs the editor role" in write.content.decode()
-    assert unscoped.status_code == 403 and "<b>scopes</b>: A token for every scope needs the admin role" in (
+    assert write.status_code == 403 and "<b>Access</b>: A write token needs the editor role" in write.content.decode()
+    assert unscoped.status_code == 403 and "<b>Scopes</b>: A token for every scope needs the admin role" in (
         unscoped.content.decode()
     )
     assert read.status_code == 201

@@ -55,6 +55,43 @@ def test_a_lost_index_write_shows_as_pending_then_verify_finds_it_and_repair_fix
     assert IndexCheck.objects.filter(action="repair", ok=True).exists()
 
 
+def repair_button(html: str) -> str:
+    return html.split('data-action="repair"')[0].rsplit("<button", 1)[1]
+
+
+def test_repair_is_the_primary_button_only_when_the_indexes_are_out_of_step(indexes, write, make_memory, alice_client):
+    write("Deploys go out on Fridays.", kind="procedure")
+    in_step = panel(alice_client)
+    assert 'data-index-ok="yes"' in in_step and "btn-primary" not in repair_button(in_step)
+
+    make_memory("Escalate ata outages to the on-call lead.", kind="procedure")  # waiting in the outbox
+    waiting = panel(alice_client)
+    assert 'data-index-ok="no"' in waiting and "btn-primary" in repair_button(waiting)
+
+
+def test_rebuild_is_a_button_that_asks_first_and_does_nothing_until_confirmed(indexes, write, alice_client):
+    write("Deploys go out on Fridays.", kind="procedure")
+    write("Escalate ata outages to the on-call lead.", kind="procedure")
+    html = panel(alice_client)
+    assert '<button type="submit" class="btn btn-sm btn-danger-outline" data-action="rebuild">' in html
+    assert "hx-confirm" not in html  # the server asks, in the page's dialog
+
+    asked = alice_client.post("/indexes/rebuild/", headers=HTMX)
+    question = asked.content.decode()
+    assert asked["HX-Retarget"] == "#confirm-dialog"
+    assert "Rebuild both search indexes?" in question and "all 2 active memories are embedded" in question
+    assert 'hx-target="#index-health"' in question and 'name="confirmed" value="1"' in question
+    assert not IndexCheck.objects.filter(action="rebuild").exists()
+
+    page = alice_client.post("/indexes/rebuild/")  # without htmx: a page that asks the same
+    assert page.status_code == 200 and "Rebuild both search indexes?" in page.content.decode()
+    assert not IndexCheck.objects.filter(action="rebuild").exists()
+
+    done = alice_client.post("/indexes/rebuild/", {"confirmed": "1"}, headers=HTMX).content.decode()
+    assert "Rebuild finished." in done
+    assert IndexCheck.objects.filter(action="rebuild", ok=True).exists()
+
+
 def test_index_actions_without_htmx_redirect_with_a_message_and_unknown_ones_are_404(indexes, alice_client):
     response = alice_client.post("/indexes/verify/", follow=True)
     assert response.redirect_chain == [("/", 302)]
@@ -86,7 +123,7 @@ def test_switching_the_embedding_model_offers_a_rebuild_that_moves_the_vector_in
             vector_row = html.split('data-index="vector"')[1].split("</tr>")[0]
             assert "unavailable" in vector_row
 
-            rebuilt = alice_client.post("/indexes/rebuild/", headers=HTMX).content.decode()
+            rebuilt = alice_client.post("/indexes/rebuild/", {"confirmed": "1"}, headers=HTMX).content.decode()
             assert "Rebuild finished." in rebuilt and "data-mismatch" not in rebuilt
             assert search_indexes.get_index("vector").entries().keys() == {str(memory.pk)}
             assert server.requests, "the new model embedded the memory"

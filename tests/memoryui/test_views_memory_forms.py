@@ -30,8 +30,7 @@ def edit_data(memory: Memory, **changes) -> dict:
         "expires_at": memory.expires_at.isoformat() if memory.expires_at else "",
         "metadata": json.dumps(memory.metadata),
     }
-    if memory.pinned:
-        data["pinned"] = "on"
+    data["pinned"] = "yes" if memory.pinned else "no"
     data.update(changes)
     return data
 
@@ -83,23 +82,24 @@ def test_a_duplicate_entity_key_is_merged_by_entity_key(alice_client, make_memor
 
 
 @pytest.mark.parametrize(
-    ("fields", "field", "reason"),
+    ("fields", "field", "label", "reason"),
     [
-        ({"scope": "planet:mars"}, "scope", "unknown scope type"),
-        ({"importance": "1.5"}, "importance", "must be between 0 and 1"),
-        ({"entity_key": "no colon"}, "entity_key", "entity_key must look like type:value"),
-        ({"expires_at": "2030-01-01T00:00:00"}, "expires_at", "has no time zone"),
-        ({"text": "   "}, "text", "This field is required."),
-        ({"kind": "gossip"}, "kind", "Select a valid choice."),
+        ({"scope": "planet:mars"}, "scope", "Scope", "unknown scope type"),
+        ({"importance": "1.5"}, "importance", "Importance", "must be between 0 and 1"),
+        ({"entity_key": "no colon"}, "entity_key", "Entity key", "entity_key must look like type:value"),
+        ({"expires_at": "2030-01-01T00:00:00"}, "expires_at", "Expires at", "has no time zone"),
+        ({"text": "   "}, "text", "Text", "This field is required."),
+        ({"kind": "gossip"}, "kind", "Kind", "Select a valid choice."),
+        ({"kind": ""}, "kind", "Kind", "Choose a kind: entity, preference, fact, project state,"),
     ],
 )
-def test_invalid_fields_are_shown_next_to_the_field_with_the_reason(alice_client, fields, field, reason):
+def test_invalid_fields_are_shown_next_to_the_field_with_the_reason(alice_client, fields, field, label, reason):
     response = create(alice_client, **fields)
 
     html = response.content.decode()
     assert response.status_code == 400
     block = field_error(html, field)
-    assert f"<b>{field}</b>:" in block and reason in block
+    assert f"<b>{label}</b>:" in block and reason in block
     assert Memory.objects.count() == 0
 
 

@@ -43,7 +43,7 @@ def test_a_token_needs_a_name(alice_client):
     response = alice_client.post("/tokens/", {"name": "", "scopes": ""})
 
     assert response.status_code == 400
-    assert "<b>name</b>: This field is required." in response.content.decode()
+    assert "<b>Name</b>: This field is required." in response.content.decode()
 
 
 def test_an_invalid_scope_is_shown_on_the_scopes_field(alice_client):
@@ -51,7 +51,7 @@ def test_an_invalid_scope_is_shown_on_the_scopes_field(alice_client):
 
     html = response.content.decode()
     assert response.status_code == 400
-    assert "<b>scopes</b>: &#x27;planet:mars&#x27;: unknown scope type" in html
+    assert "<b>Scopes</b>: &#x27;planet:mars&#x27;: unknown scope type" in html
     assert not ApiToken.objects.exists()
 
 
