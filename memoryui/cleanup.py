@@ -124,7 +124,7 @@ def describe(step: str, counts: dict, *, backup: str | None = None, tense: str =
     verb = _VERBS[step][_TENSES.index(tense)]
     if step == "snapshot":
         n = counts.get("backed_up", 0)
-        where = backup if tense == "done" or not backup else str(Path(backup).parent) + "/"
+        where = backup if tense == "done" or not backup else str(Path(backup).parent)
         text = f"{verb} {n} memor{'y' if n == 1 else 'ies'} (tombstoned ones included) to {where}"
     elif step == "internal":
         n = counts.get("tombstone", 0)

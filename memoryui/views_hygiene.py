@@ -314,18 +314,15 @@ def undo_consequences(report: undo.UndoReport) -> list[str]:
 
 
 def undone_message(report: undo.UndoReport, what: str = "Undone") -> str:
-    """`Undone: 4 memories restored, 1 put back as before, 2 it added tombstoned.`"""
-    parts = [
-        (report.restored, "restored"),
-        (report.reverted, "put back as before"),
-        (report.tombstoned, "it added tombstoned"),
-    ]
-    said = [f"{n} {words}" for n, words in parts if n]
-    if not said:
-        return f"{what}: nothing needed changing."
-    first = next(n for n, _ in parts if n)
-    said[0] = f"{memories(first)} {said[0].split(' ', 1)[1]}"
-    return f"{what}: {', '.join(said)}."
+    """`Undone: restored 4 memories, put back 1 as before, tombstoned 2 it had added.`"""
+    said = []
+    if report.restored:
+        said.append(f"restored {memories(report.restored)}")
+    if report.reverted:
+        said.append(f"put back {report.reverted if said else memories(report.reverted)} as before")
+    if report.tombstoned:
+        said.append(f"tombstoned {report.tombstoned if said else memories(report.tombstoned)} it had added")
+    return f"{what}: {', '.join(said) or 'nothing needed changing'}."
 
 
 def _batch_origin(batch) -> str:

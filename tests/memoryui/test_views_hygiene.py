@@ -122,7 +122,7 @@ def test_a_confirmed_merge_names_the_kept_memory_offers_undo_and_the_undo_asks_t
     assert keep.__class__.objects.get(pk=keep.pk).status == "tombstoned"  # asking changed nothing
 
     page = alice_client.post(undo_url, {"confirmed": "1"}, follow=True).content.decode()
-    assert "Undone: 1 memory restored, 1 put back as before." in page
+    assert "Undone: restored 1 memory, put back 1 as before." in page
     keep.refresh_from_db()
     assert keep.status == "active"
     assert 'data-action="undo-merge"' not in page
@@ -270,7 +270,7 @@ def test_the_wizard_previews_applies_and_undoes_each_step_in_order(
     assert Memory.objects.active().filter(scope="agent:main").count() == 7
 
     page = alice_client.post("/cleanup/undo/", {"scope": "agent:main", "confirmed": "1"}, follow=True).content.decode()
-    assert "Undid the clean-up: 78 memories restored, 3 put back as before, 4 it added tombstoned." in page
+    assert "Undid the clean-up: restored 78 memories, put back 3 as before, tombstoned 4 it had added." in page
     assert Memory.objects.active().filter(scope="agent:main").count() == 81
     assert _step_state(page, "snapshot") == "todo"  # a fresh clean-up
 
@@ -322,7 +322,7 @@ def test_undoing_a_step_is_asked_first_with_its_counts(alice_client, polluted, d
     page = alice_client.post(
         "/cleanup/undo/", {"scope": "agent:main", "last": "1", "confirmed": "1"}, follow=True
     ).content.decode()
-    assert "Undid step 2: 74 memories restored." in page
+    assert "Undid step 2: restored 74 memories." in page
     assert Memory.objects.active().count() == active + 74
 
 
