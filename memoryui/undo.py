@@ -89,7 +89,10 @@ def undo_batch(batch, *, actor: str, force: bool = False) -> UndoReport:
         changed = changed_since(batch)
         if changed:
             shown = ", ".join(changed[:5]) + ("…" if len(changed) > 5 else "")
-            raise UndoError(f"{len(changed)} memories changed after batch {batch}: {shown} (use force to undo anyway)")
+            n = len(changed)
+            raise UndoError(
+                f"{n} memor{'y' if n == 1 else 'ies'} changed after batch {batch}: {shown} (use force to undo anyway)"
+            )
     report = UndoReport(batch=str(batch), undo_batch=str(uuid.uuid4()))
     reason = undo_reason(batch)
     with transaction.atomic():

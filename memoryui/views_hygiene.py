@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect, replace_url
+from django_htmx.http import HttpResponseClientRedirect, replace_url, reswap, retarget
 
 from memoryui import cleanup, dedup, merging, roles, rules, undo, web
 from memoryui.extraction import excerpt
@@ -66,7 +66,9 @@ def _done(request: HttpRequest, url: str) -> HttpResponse:
 def _refused(request: HttpRequest, message: str, back: str, *, status: int = 400) -> HttpResponse:
     """An action that changed nothing: said in the page's alerts (htmx), or on the page it goes back to."""
     if web.wants_fragment(request):
-        return web.alert(request, status=status, state="invalid", invalid=[message])
+        response = web.alert(request, status=status, state="invalid", invalid=[message])
+        # A refused action says so in the page's alerts, also when it was asked by a GET (an Undo link).
+        return reswap(retarget(response, web.ALERTS), "innerHTML")
     messages.error(request, message)
     return redirect(back)
 
@@ -346,11 +348,11 @@ def batch_undo(request, batch):
     """Undo one batch. A GET (or an unconfirmed POST) asks first, saying what it will put back."""
     back = _next_url(request, reverse("task_list"))
     force = (request.POST.get("force") or request.GET.get("force")) == "1"
-    try:
-        preview = undo.preview([batch], force=force)
-    except undo.UndoError as exc:
-        return _refused(request, f"Not undone: {exc}", back, status=409)
     if request.method == "GET" or web.needs_confirmation(request):
+        try:
+            preview = undo.preview([batch], force=force)
+        except undo.UndoError as exc:
+            return _refused(request, f"Not undone: {exc}", back, status=409)
         return web.confirmation(
             request,
             title="Undo these changes?",

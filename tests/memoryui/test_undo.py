@@ -41,7 +41,7 @@ def test_a_memory_changed_after_the_batch_is_not_overwritten_unless_forced(make_
     memory.apply_action("pin", actor="alice", batch=batch)
     memory.edit(actor="bob", text="Prefers tabs, width 4.")
 
-    with pytest.raises(undo.UndoError, match=f"1 memories changed after batch {batch}: {memory.pk}"):
+    with pytest.raises(undo.UndoError, match=f"1 memory changed after batch {batch}: {memory.pk}"):
         undo.undo_batch(batch, actor="alice")
     assert Memory.objects.get(pk=memory.pk).pinned
 

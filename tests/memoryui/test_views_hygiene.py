@@ -119,7 +119,9 @@ def test_a_confirmed_merge_names_the_kept_memory_offers_undo_and_the_undo_asks_t
     assert "Undo these changes?" in asked
     assert "Restores 1 memory it tombstoned." in asked
     assert "Puts back the values 1 memory had before it" in asked
-    assert keep.__class__.objects.get(pk=keep.pk).status == "tombstoned"  # asking changed nothing
+    unconfirmed = alice_client.post(undo_url).content.decode()
+    assert "Restores 1 memory it tombstoned." in unconfirmed
+    assert Memory.objects.get(pk=keep.pk).status == "tombstoned"  # asking changed nothing
 
     page = alice_client.post(undo_url, {"confirmed": "1"}, follow=True).content.decode()
     assert "Undone: restored 1 memory, put back 1 as before." in page
@@ -221,8 +223,10 @@ def test_an_undo_that_would_overwrite_later_changes_is_refused_and_says_so(alice
 
     page = alice_client.get(f"/batches/{batch}/undo/", follow=True).content.decode()
 
-    assert "Not undone: 1 memories changed after batch" in page
+    assert "Not undone: 1 memory changed after batch" in page
     assert Memory.objects.get(pk=memory.pk).pinned
+    asked = alice_client.get(f"/batches/{batch}/undo/", headers={"HX-Request": "true"})
+    assert (asked.status_code, asked["HX-Retarget"]) == (409, "#alerts")  # not into the Undo link
 
 
 def test_memory_text_is_escaped_on_the_duplicates_page(alice_client):
@@ -275,7 +279,7 @@ def test_the_wizard_previews_applies_and_undoes_each_step_in_order(
     assert _step_state(page, "snapshot") == "todo"  # a fresh clean-up
 
 
-def test_the_backup_step_previews_in_the_conditional_and_names_the_file_once_written(
+def test_the_backup_step_previews_what_it_would_do_and_names_the_file_once_written(
     alice_client, polluted, django_capture_on_commit_callbacks
 ):
     preview = alice_client.get("/cleanup/?scope=agent:main&preview=1").content.decode()
