@@ -101,6 +101,49 @@ class StepReport:
         }
 
 
+# How a step's counts read: (would, does, did), for a preview, a confirmation and a result.
+_VERBS = {
+    "snapshot": ("would back up", "backs up", "backed up"),
+    "internal": ("would tombstone", "tombstones", "tombstoned"),
+    "extract": ("would write", "writes", "wrote"),
+    "demote": ("would demote", "demotes", "demoted"),
+}
+_TENSES = ("preview", "ask", "done")
+
+
+def _notes(n: int) -> str:
+    return f"{n} note{'' if n == 1 else 's'}"
+
+
+def describe(step: str, counts: dict, *, backup: str | None = None, tense: str = "preview") -> str:
+    """A step's counts in words: "Would back up 87 memories to …", "Tombstoned 70 notes".
+
+    `tense` is "preview" (a dry run: nothing written), "ask" (the confirmation) or "done".
+    A preview or a confirmation names the backup folder: the file is named when it is written.
+    """
+    verb = _VERBS[step][_TENSES.index(tense)]
+    if step == "snapshot":
+        n = counts.get("backed_up", 0)
+        where = backup if tense == "done" or not backup else str(Path(backup).parent)
+        text = f"{verb} {n} memor{'y' if n == 1 else 'ies'} (tombstoned ones included) to {where}"
+    elif step == "internal":
+        n = counts.get("tombstone", 0)
+        text = f"{verb} {_notes(n)}: internal prompts and chit-chat, repeats included" if n else ""
+    elif step == "extract":
+        n, added, merged = counts.get("extract", 0), counts.get("typed_added", 0), counts.get("typed_merged", 0)
+        then = {"preview": "then tombstone", "ask": "then tombstones", "done": "then tombstoned"}[tense]
+        also = f" ({merged} more merged into memories already there)" if merged else ""
+        typed = f"{added} typed memor{'y' if added == 1 else 'ies'}"
+        text = f"{verb} {typed}{also} from {_notes(n)}, {then} those notes" if n else ""
+    else:
+        n = counts.get("demote", 0)
+        text = f"{verb} {_notes(n)} to peripheral, importance {DEMOTED_IMPORTANCE}, expiring unless pinned" if n else ""
+    if not text:
+        text = {"preview": "would change nothing", "ask": "changes nothing", "done": "changed nothing"}[tense]
+        text += ": no note to " + {"internal": "tombstone", "extract": "extract", "demote": "demote"}[step]
+    return text[0].upper() + text[1:]
+
+
 def _reason_family(reason: str) -> str:
     """'internal prompt (fingerprint 'X')' → 'internal prompt'; 'not knowledge: question' stays."""
     return re.sub(r"\s*\(.*\)$", "", reason)

@@ -11,9 +11,16 @@ layers applied to what it already holds:
     semantic    passage embeddings at least `threshold` cosine-similar, unless the numbers
                 differ, one negates the other, or their entity keys differ
 
-Linked memories form a cluster (union-find); the proposed canonical memory is the one a reader
-would keep: pinned, higher tier, typed rather than a note, keyed, more important, more used,
-older. Merging a cluster is memoryui.merging.
+Linked memories form a cluster (union-find). A cluster is labelled by every layer that links it
+("same text + similar meaning"), and each member says how it joined: the same text or entity key
+as the proposed canonical, or the link that brought it in. The proposed canonical is the one a
+reader would keep: pinned, higher tier, typed rather than a note, keyed; among equals, one of the
+members the cluster's strongest links join (five copies of a text, not the unrelated text a loose
+threshold hung on them), then more important, more used, older. Merging a cluster is
+memoryui.merging.
+
+Identical texts are always `exact`, never a semantic pair, and never kept apart from each other.
+A pair kept apart is reported once per pair of texts, with how many copies of each it stands for.
 
 Clustering reads and changes nothing, so a threshold can be replayed freely: `compare` says
 which clusters would form, grow, join, shrink, split or dissolve at another threshold.
@@ -69,19 +76,43 @@ class Link(Report):
 
 @dataclass(frozen=True)
 class KeptApart(Report):
-    """A pair above the threshold that a guard kept out of one cluster, and why."""
+    """A pair of texts above the threshold that a guard kept out of one cluster, and why.
+
+    Identical copies make the same pair over and over: it is reported once, by one memory of
+    each text (`a`, `b`), with how many active memories hold each text (`copies_a`, `copies_b`).
+    """
 
     a: str
     b: str
     similarity: float = field(metadata=_SIMILARITY)
     reason: str
+    copies_a: int = 1
+    copies_b: int = 1
+
+    @property
+    def pairs(self) -> int:
+        """How many pairs of memories this pair of texts stands for."""
+        return self.copies_a * self.copies_b
 
 
 @dataclass
 class Member:
     memory: Memory
     similarity: float | None = None  # cosine similarity to the canonical memory
-    link: Link | None = None  # how it joined: its strongest link to the canonical, else to any member
+    # How it joined: the same text or key as the canonical, its link to the canonical, else its
+    # strongest link to another member (`via`, that member's id).
+    link: Link | None = None
+    via: str | None = None
+
+    @property
+    def linked_by(self) -> str:
+        """How this member joined, in words ("same text", "similar meaning 0.929")."""
+        if self.link is None:
+            return ""
+        words = LAYER_LABELS[self.link.layer]
+        if self.link.layer == "semantic" and self.link.similarity is not None:
+            words += f" {self.link.similarity:.3f}"
+        return words
 
     def to_dict(self) -> dict:
         m = self.memory
@@ -100,6 +131,8 @@ class Member:
             data["similarity"] = round(self.similarity, 4)
         if self.link is not None:
             data["layer"] = self.link.layer
+        if self.via is not None:
+            data["via"] = self.via
         return data
 
 
@@ -129,17 +162,25 @@ class Cluster:
     @property
     def layer(self) -> str:
         """The strongest layer linking the cluster (exact > entity key > semantic)."""
-        return min((link.layer for link in self.links), key=LAYERS.index)
+        return self.layers[0]
+
+    @property
+    def layers(self) -> list[str]:
+        """Every layer that links the cluster, strongest first."""
+        found = {link.layer for link in self.links}
+        return [layer for layer in LAYERS if layer in found]
 
     @property
     def label(self) -> str:
-        return LAYER_LABELS[self.layer]
+        """What links the members, every layer of it: "same text + similar meaning"."""
+        return " + ".join(LAYER_LABELS[layer] for layer in self.layers)
 
     def to_dict(self) -> dict:
         return {
             "key": self.key,
             "scope": self.scope,
             "layer": self.layer,
+            "layers": self.layers,
             "canonical": str(self.canonical.pk),
             "members": [member.to_dict() for member in self.members],
             "links": [link.to_dict() for link in self.links],
@@ -206,13 +247,15 @@ class _UnionFind:
             self.parent[max(ri, rj)] = min(ri, rj)
 
 
-def canonical_order(memory: Memory) -> tuple:
-    """Sort key: the memory a reader would keep comes first."""
+def canonical_order(memory: Memory, *, core: bool = True) -> tuple:
+    """Sort key: the memory a reader would keep comes first. Within a cluster, `core` says whether
+    the cluster's strongest links join it: among otherwise equal memories, those come first."""
     return (
         not memory.pinned,
         rules.TIERS.index(memory.tier),
         memory.kind == Memory.Kind.NOTE,
         not memory.entity_key,
+        not core,
         -memory.importance,
         -memory.access_count,
         memory.created_at,
@@ -305,6 +348,8 @@ def find_clusters(
         for j in rows[1:]:
             link(rows[0], j, layer, detail=value if layer == "entity_key" else "")
 
+    hashes = [m.content_hash for m in memories]
+    apart_pairs: list[tuple[int, int, float, str]] = []  # (i, j, similarity, reason), as found
     if "semantic" in layers:
         if vectors is None:
             try:
@@ -314,6 +359,8 @@ def find_clusters(
         report.vectors = vectors
         if vectors is not None:
             for i, j, similarity in similar_pairs(vectors, min(threshold, RESTATEMENT_FLOOR)):
+                if hashes[i] == hashes[j]:
+                    continue  # the same text: layer 1's (exact), never a semantic pair
                 a, b = memories[i], memories[j]
                 detail, reason = rules.semantic_link(a.text, b.text, similarity, threshold, keys[i], keys[j])
                 if detail is None and reason is None:
@@ -321,7 +368,7 @@ def find_clusters(
                 if reason is None and frozenset((ids[i], ids[j])) in distinct:
                     reason = "marked as not duplicates"
                 if reason:
-                    report.kept_apart.append(KeptApart(_dashed(ids[i]), _dashed(ids[j]), similarity, reason))
+                    apart_pairs.append((i, j, similarity, reason))
                     apart.setdefault(i, set()).add(j)
                     apart.setdefault(j, set()).add(i)
                 else:
@@ -330,6 +377,7 @@ def find_clusters(
     union = _UnionFind(len(memories))
     members_of: dict[int, list[int]] = {i: [i] for i in range(len(memories))}
     kept: list[tuple[int, Link]] = []
+    row_of = {_dashed(key): row for row, key in enumerate(ids)}
     # Exact and entity-key links first, then semantic ones from the closest down. A semantic link
     # never joins two groups holding a pair the guards keep apart: "Deploys after the smoke tests"
     # restates both "... the 3 smoke tests" and "... the 4 smoke tests", which must not merge.
@@ -343,13 +391,14 @@ def find_clusters(
             small, other = (members_of[ri], rj) if len(members_of[ri]) <= len(members_of[rj]) else (members_of[rj], ri)
             clash = next(((x, y) for x in small for y in apart.get(x, ()) if union.find(y) == other), None)
             if clash is not None:
-                why = f"would join memories kept apart ({_dashed(ids[clash[0]])}, {_dashed(ids[clash[1]])})"
-                report.kept_apart.append(KeptApart(found.a, found.b, found.similarity or 0.0, why))
+                why = f"would join memories kept apart ({ids[clash[0]][:8]}, {ids[clash[1]][:8]})"
+                apart_pairs.append((i, j, found.similarity or 0.0, why))
                 continue
         union.union(i, j)
         root = union.find(i)
         members_of[root] = members_of.pop(ri if root != ri else rj, []) + members_of.get(root, [])
         kept.append((root, found))
+    report.kept_apart = _distinct_kept_apart(apart_pairs, ids, hashes)
     links_of: dict[int, list[Link]] = {}
     for root, found in kept:
         links_of.setdefault(union.find(root), []).append(found)
@@ -365,10 +414,37 @@ def find_clusters(
         loaded.update({m.pk.hex: m for m in Memory.objects.filter(pk__in=missing).only(*MEMBER_FIELDS)})
     for rows, cluster_links in clustered:
         members = [loaded[ids[i]] for i in rows]
-        report.clusters.append(_cluster(scope, members, cluster_links, vectors, rows))
-    report.clusters.sort(key=lambda c: (LAYERS.index(c.layer), -len(c.members), canonical_order(c.canonical)))
-    report.kept_apart.sort(key=lambda pair: -pair.similarity)
+        report.clusters.append(
+            _cluster(scope, members, cluster_links, vectors, rows, keys=[keys[i] for i in rows], row_of=row_of)
+        )
+    report.clusters.sort(
+        key=lambda c: (LAYERS.index(c.layer), len(c.layers), -len(c.members), canonical_order(c.canonical))
+    )
     return report
+
+
+def _distinct_kept_apart(
+    found: list[tuple[int, int, float, str]], ids: list[str], hashes: list[str]
+) -> list[KeptApart]:
+    """One entry per pair of texts (copies of a text make the same pair again and again), closest
+    first; never a memory and its own copy."""
+    groups: dict[frozenset, dict] = {}
+    for i, j, similarity, reason in sorted(found, key=lambda pair: -pair[2]):
+        if hashes[i] == hashes[j]:
+            continue
+        if hashes[i] > hashes[j]:
+            i, j = j, i  # one orientation per pair of texts
+        group = groups.setdefault(
+            frozenset((hashes[i], hashes[j])),
+            {"first": (i, j, similarity, reason), "a": set(), "b": set()},
+        )
+        group["a"].add(i)
+        group["b"].add(j)
+    return [
+        KeptApart(_dashed(ids[i]), _dashed(ids[j]), similarity, reason, len(group["a"]), len(group["b"]))
+        for group in groups.values()
+        for i, j, similarity, reason in [group["first"]]
+    ]
 
 
 @dataclass(frozen=True)
@@ -412,27 +488,67 @@ def _distinct_pairs(scope: str) -> set[frozenset[str]]:
     return {frozenset((a.hex, b.hex)) for a, b in rows}
 
 
-def _cluster(scope: str, memories: list[Memory], links: list[Link], vectors, rows: list[int]) -> Cluster:
-    order = sorted(range(len(memories)), key=lambda n: canonical_order(memories[n]))
-    canonical = memories[order[0]]
-    canonical_row = rows[order[0]]
-    members = []
-    for n in order:
+def _cluster(
+    scope: str, memories: list[Memory], links: list[Link], vectors, rows: list[int], *, keys: list, row_of: dict
+) -> Cluster:
+    core = _strongest_core(memories, links, row_of, rows)
+    order = sorted(range(len(memories)), key=lambda n: canonical_order(memories[n], core=n in core))
+    first = order[0]
+    canonical = memories[first]
+    members = [Member(canonical)]
+    for n in order[1:]:
         memory = memories[n]
         similarity = None
         if vectors is not None:
-            similarity = float(np.dot(vectors[rows[n]], vectors[canonical_row]))
-        members.append(Member(memory, similarity, _strongest_link(links, str(memory.pk), str(canonical.pk))))
-    members[0].link = None
-    members[0].similarity = None
+            similarity = float(np.dot(vectors[rows[n]], vectors[rows[first]]))
+        member = Member(memory, similarity)
+        member.link, member.via = _how_it_joined(memory, canonical, keys[n], keys[first], links)
+        members.append(member)
     return Cluster(scope=scope, members=members, links=links)
 
 
-def _strongest_link(links: list[Link], pk: str, canonical: str) -> Link | None:
+def _strongest_core(memories: list[Memory], links: list[Link], row_of: dict, rows: list[int]) -> set[int]:
+    """The members the cluster's strongest layer joins: the largest group its links connect.
+
+    A loose threshold can hang an unrelated text on five copies of another by one semantic link;
+    the canonical is proposed among the copies, not the text that hangs on them.
+    """
+    strongest = min((link.layer for link in links), key=LAYERS.index)
+    position = {row: n for n, row in enumerate(rows)}
+    union = _UnionFind(len(memories))
+    for link in links:
+        if link.layer == strongest:
+            union.union(position[row_of[link.a]], position[row_of[link.b]])
+    groups: dict[int, set[int]] = {}
+    for n in range(len(memories)):
+        groups.setdefault(union.find(n), set()).add(n)
+    joined = [group for group in groups.values() if len(group) > 1]
+    if not joined:
+        return set()
+    rank = {n: r for r, n in enumerate(sorted(range(len(memories)), key=lambda n: canonical_order(memories[n])))}
+    # The largest group; of two as large, the one holding the memory a reader would keep.
+    return max(joined, key=lambda group: (len(group), -min(rank[n] for n in group)))
+
+
+def _how_it_joined(memory: Memory, canonical: Memory, key, canonical_key, links: list[Link]):
+    """(the link that says how `memory` joined the cluster, the other member's id when that is not
+    the canonical): the same text or key as the canonical first, then a link to it, then its
+    strongest link to any member."""
+    pk, kept = str(memory.pk), str(canonical.pk)
+    if memory.content_hash == canonical.content_hash:
+        return Link(kept, pk, "exact"), None
+    if key and key == canonical_key:
+        return Link(kept, pk, "entity_key", detail=key), None
     touching = [link for link in links if pk in (link.a, link.b)]
-    direct = [link for link in touching if canonical in (link.a, link.b)]
-    candidates = direct or touching
-    return min(candidates, key=lambda link: LAYERS.index(link.layer)) if candidates else None
+    direct = [link for link in touching if kept in (link.a, link.b)]
+    strongest = min(direct or touching, key=_link_strength, default=None)
+    if strongest is None or direct:
+        return strongest, None
+    return strongest, strongest.b if strongest.a == pk else strongest.a
+
+
+def _link_strength(link: Link) -> tuple:
+    return LAYERS.index(link.layer), -(link.similarity or 1.0)
 
 
 # --- threshold replay ------------------------------------------------------------------------

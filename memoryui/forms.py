@@ -336,6 +336,45 @@ class BulkActionForm(forms.Form):
             message += f" ({unchanged} {why})"
         return BulkResult(changed=changed, unchanged=unchanged, batch=batch, message=message + ".")
 
+    class _RolledBack(Exception):
+        pass
+
+    def preview(self, *, actor: str) -> BulkResult:
+        """What `apply` would do, counted exactly: it runs in a transaction that is rolled back."""
+        outcome = []
+        try:
+            with transaction.atomic():
+                outcome.append(self.apply(actor=actor))
+                raise self._RolledBack
+        except self._RolledBack:
+            pass
+        return outcome[0]
+
+    # The confirmation: what the action does, in the present tense, and what it means.
+    ASK = {
+        "pin": ("Pin", "Pinned memories never decay and are boosted in recall."),
+        "unpin": ("Unpin", "Unpinned memories decay like any other."),
+        "tombstone": ("Tombstone", "Tombstoned memories leave recall and search; nothing is deleted."),
+        "restore": ("Restore", "Restored memories are recalled and searched again."),
+        "set_tier": ("Move", "The tier sets how long a memory lasts and how much recall favours it."),
+    }
+
+    def confirmation(self, preview: BulkResult) -> dict:
+        """The title, consequences and button of the confirmation for `preview` (web.confirmation)."""
+        data = self.cleaned_data
+        action = data["action"]
+        verb, meaning = self.ASK[action]
+        what = f"{verb} {_memories(preview.changed)}" + (f" to {data['tier']}" if action == "set_tier" else "")
+        first = what + (f" (reason: “{data['reason'].strip()}”)" if action == "tombstone" else "") + "."
+        if preview.unchanged:
+            first += f" {preview.unchanged} {'is' if preview.unchanged == 1 else 'are'} {BULK_ACTIONS[action][1]}."
+        return {
+            "title": what + "?",
+            "consequences": [first, meaning, "Undo, offered with the result, puts them back as they were."],
+            "button": what,
+            "danger": action == "tombstone",
+        }
+
 
 # --- API tokens ---------------------------------------------------------------------------
 

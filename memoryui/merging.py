@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memoryui import rules
-from memoryui.dedup import LAYER_LABELS, ClusterReport, canonical_order
+from memoryui.dedup import ClusterReport, canonical_order
 from memoryui.models import DistinctPair, Memory
 from memoryui.reports import Report
 
@@ -30,6 +30,46 @@ class MergeResult(Report):
     canonical: str
     merged: list[str]
     batch: uuid.UUID
+
+
+@dataclass
+class MergePlan:
+    """What a merge will do: keep `canonical`, tombstone `duplicates` (for the confirmation)."""
+
+    canonical: Memory
+    duplicates: list[Memory]
+
+
+def plan(scope: str, member_ids, *, canonical_id=None, lock: bool = False) -> MergePlan:
+    """Check a merge and say what it would do; raise DedupError when it cannot be done.
+
+    `canonical_id` defaults to the proposed one (canonical_order). All members must still be
+    active and in `scope`. `lock` locks the rows (inside the merge's transaction).
+    """
+    scope = rules.normalize_scope(scope)
+    wanted = {str(pk) for pk in member_ids}
+    if len(wanted) < 2:
+        raise DedupError("a merge needs at least two memories")
+    try:
+        for pk in wanted:
+            uuid.UUID(pk)
+    except ValueError:
+        raise DedupError(f"{pk!r} is not a memory id") from None
+    rows = Memory.objects.select_for_update() if lock else Memory.objects.all()
+    found = {str(m.pk): m for m in rows.filter(pk__in=wanted)}
+    problems = [f"{pk}: not found" for pk in sorted(wanted - found.keys())]
+    problems += [f"{pk}: in {m.scope}, not {scope}" for pk, m in sorted(found.items()) if m.scope != scope]
+    problems += [f"{pk}: tombstoned" for pk, m in sorted(found.items()) if m.status != Memory.Status.ACTIVE]
+    if problems:
+        raise DedupError("cannot merge: " + "; ".join(problems))
+    ordered = sorted(found.values(), key=canonical_order)
+    if canonical_id is not None:
+        if str(canonical_id) not in found:
+            raise DedupError(f"the canonical memory {canonical_id} is not one of the members")
+        canonical = found[str(canonical_id)]
+    else:
+        canonical = ordered[0]
+    return MergePlan(canonical, [m for m in ordered if m.pk != canonical.pk])
 
 
 def merge(
@@ -46,29 +86,11 @@ def merge(
     `canonical_id` defaults to the proposed one (canonical_order). All members must still be
     active and in `scope`; nothing is changed otherwise.
     """
-    scope = rules.normalize_scope(scope)
-    wanted = {str(pk) for pk in member_ids}
-    if len(wanted) < 2:
-        raise DedupError("a merge needs at least two memories")
     batch = batch or uuid.uuid4()
     with transaction.atomic():
-        rows = list(Memory.objects.select_for_update().filter(pk__in=wanted))
-        found = {str(m.pk): m for m in rows}
-        problems = [f"{pk}: not found" for pk in sorted(wanted - found.keys())]
-        problems += [f"{pk}: in {m.scope}, not {scope}" for pk, m in sorted(found.items()) if m.scope != scope]
-        problems += [f"{pk}: tombstoned" for pk, m in sorted(found.items()) if m.status != Memory.Status.ACTIVE]
-        if problems:
-            raise DedupError("cannot merge: " + "; ".join(problems))
-        ordered = sorted(rows, key=canonical_order)
-        if canonical_id is not None:
-            if str(canonical_id) not in found:
-                raise DedupError(f"the canonical memory {canonical_id} is not one of the members")
-            canonical = found[str(canonical_id)]
-        else:
-            canonical = ordered[0]
-        duplicates = [m for m in ordered if m.pk != canonical.pk]
-        _fold(canonical, duplicates, actor=actor, batch=batch, reason=reason)
-    return MergeResult(str(canonical.pk), [str(m.pk) for m in duplicates], batch)
+        merging = plan(scope, member_ids, canonical_id=canonical_id, lock=True)
+        _fold(merging.canonical, merging.duplicates, actor=actor, batch=batch, reason=reason)
+    return MergeResult(str(merging.canonical.pk), [str(m.pk) for m in merging.duplicates], batch)
 
 
 def _fold(canonical: Memory, duplicates: list[Memory], *, actor: str, batch: uuid.UUID, reason: str) -> None:
@@ -108,7 +130,6 @@ def merge_all(
     batch = batch or uuid.uuid4()
     results = []
     for done, cluster in enumerate(report.clusters, 1):
-        layer = LAYER_LABELS[cluster.layer]
         results.append(
             merge(
                 report.scope,
@@ -116,7 +137,7 @@ def merge_all(
                 canonical_id=cluster.canonical.pk,
                 actor=actor,
                 batch=batch,
-                reason=f"duplicates ({layer})",
+                reason=f"duplicates ({cluster.label})",
             )
         )
         if progress:

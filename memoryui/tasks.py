@@ -13,7 +13,7 @@ from django.db import transaction
 
 from memoryui import cleanup, decay, dedup, extraction, merging, rollup
 from memoryui.background import Abandoned, TaskRunTask, dispatch, enqueue
-from memoryui.models import TaskRun, Transcript
+from memoryui.models import MemoryEvent, TaskRun, Transcript
 
 EXTRACT = "extract"
 DECAY = "decay"
@@ -59,14 +59,18 @@ def extract_transcript(self, run: TaskRun) -> dict:
     if transcript is None:
         raise Abandoned(f"transcript {run.params.get('transcript')} no longer exists")
     run.start(transcript.messages.filter(role="user").count())
+    # The run's id is the batch of what it writes: a retried run keeps adding to the same batch,
+    # and the task's page undoes the whole extraction.
     report = extraction.extract(
         transcript,
         actor=f"task:{run.actor}",
         run_id=str(run.pk),
         progress=run.advance,
         l1=run.params.get("l1", "auto"),
+        batch=run.pk,
     )
     result = report.to_dict()
+    result["batch"] = str(run.pk) if MemoryEvent.objects.filter(batch=run.pk).exists() else None
     # Older complete rounds become the transcript's summary once the messages are done (needs an LLM).
     result["rollup"] = rollup.rollup(transcript, actor=f"task:{run.actor}").to_dict()
     run.counts = report.counts

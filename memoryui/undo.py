@@ -45,7 +45,18 @@ def undo_reason(batch) -> str:
 
 
 def is_undone(batch) -> bool:
-    return MemoryEvent.objects.filter(reason=undo_reason(batch)).exists()
+    # Through the batch's own memories (indexed), not a scan of every event's reason.
+    memories = MemoryEvent.objects.filter(batch=batch).values("memory_id")
+    return MemoryEvent.objects.filter(memory_id__in=memories, reason=undo_reason(batch)).exists()
+
+
+def state(batch) -> str | None:
+    """ "undone", "undoable", or None when there is no batch (or it changed nothing)."""
+    if not batch:
+        return None
+    if is_undone(batch):
+        return "undone"
+    return "undoable" if MemoryEvent.objects.filter(batch=batch).exists() else None
 
 
 def changed_since(batch) -> list[str]:
@@ -78,7 +89,10 @@ def undo_batch(batch, *, actor: str, force: bool = False) -> UndoReport:
         changed = changed_since(batch)
         if changed:
             shown = ", ".join(changed[:5]) + ("…" if len(changed) > 5 else "")
-            raise UndoError(f"{len(changed)} memories changed after batch {batch}: {shown} (use force to undo anyway)")
+            n = len(changed)
+            raise UndoError(
+                f"{n} memor{'y' if n == 1 else 'ies'} changed after batch {batch}: {shown} (use force to undo anyway)"
+            )
     report = UndoReport(batch=str(batch), undo_batch=str(uuid.uuid4()))
     reason = undo_reason(batch)
     with transaction.atomic():
@@ -125,9 +139,27 @@ def _revert(memory: Memory, event: MemoryEvent, *, actor: str, reason: str, batc
         memory.updated_at = event.previous_updated_at
 
 
-def batch_summary(batch) -> dict:
-    """What a batch did, counted by action, for a confirmation before undoing it."""
-    counts: dict[str, int] = {}
-    for action in MemoryEvent.objects.filter(batch=batch).values_list("action", flat=True):
-        counts[action] = counts.get(action, 0) + 1
-    return counts
+class _Rollback(Exception):
+    pass
+
+
+def preview(batches, *, force: bool = False) -> UndoReport:
+    """What undoing `batches` (in this order) would do, counted; changes nothing.
+
+    The undo runs for real inside a transaction that is rolled back, so the counts are exactly
+    the undo's own. Raises UndoError as the undo would.
+    """
+    batches = list(batches)
+    total = UndoReport(batch=", ".join(str(batch) for batch in batches), undo_batch="")
+    try:
+        with transaction.atomic():
+            for batch in batches:
+                report = undo_batch(batch, actor="preview", force=force)
+                total.restored += report.restored
+                total.reverted += report.reverted
+                total.tombstoned += report.tombstoned
+                total.memories = sorted({*total.memories, *report.memories})
+            raise _Rollback
+    except _Rollback:
+        pass
+    return total

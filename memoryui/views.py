@@ -25,7 +25,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from memoryui import rest, roles, rules, web
+from memoryui import rest, roles, rules, views_hygiene, web
 from memoryui.filters import MemoryListFilterSet
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryForm, TokenForm
 from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent
@@ -299,17 +299,27 @@ def memory_bulk(request):
     form = BulkActionForm(request.POST)
     list_url = _list_url(request)
     result = error = unavailable = None
+    # Asked first (with what it will change, counted), unless it would change nothing.
+    ask = web.needs_confirmation(request)
     if form.is_valid():
+        act = form.preview if ask else form.apply
         try:
-            result, unavailable = web.load(lambda: form.apply(actor=web.actor(request)))
+            result, unavailable = web.load(lambda: act(actor=web.actor(request)))
         except rules.MemoryValidationError as exc:
             error = "Nothing changed: " + web.validation_message(exc)
         except ConflictError as exc:
             error = f"Nothing changed: {exc}"
     else:
         error = " ".join(message for errors in form.errors.values() for message in errors)
+    if ask and result is not None and result.changed:
+        return web.confirmation(request, back=list_url, **form.confirmation(result))
+    undo = views_hygiene.undo_url(result.batch, list_url) if result is not None and result.changed and not ask else ""
     if not web.wants_fragment(request):
-        web.flash(request, unavailable, error, lambda: result.message)
+
+        def done():
+            return views_hygiene.with_undo(result.message, result.batch, list_url) if undo else result.message
+
+        web.flash(request, unavailable, error, done)
         return redirect(list_url)
     if unavailable:
         return web.alert(
@@ -319,6 +329,7 @@ def memory_bulk(request):
         return web.alert(request, status=400, state="invalid", invalid=[error])
     results = _results_panel(request, MemoryListFilterSet(request.GET))
     results["notice"] = result.message
+    results["notice_undo"] = undo
     return web.fragment(request, "memoryui/partials/memory_results.html", results)
 
 

@@ -28,6 +28,7 @@ transcript is extracted. The same fact from another message or transcript merges
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -117,8 +118,12 @@ def extract(
     progress: Callable[[int, dict], None] | None = None,
     fingerprints: list[str] | None = None,
     l1: str = "auto",
+    batch: uuid.UUID | None = None,
 ) -> ExtractionReport:
-    """Run the write path over the transcript's projection; with `dry_run`, only say what it would do."""
+    """Run the write path over the transcript's projection; with `dry_run`, only say what it would do.
+
+    `batch` marks the events of what it adds and merges, so `undo.undo_batch` takes them back.
+    """
     if l1 not in L1_MODES:
         raise ValueError(f"l1 must be one of {', '.join(L1_MODES)}")
     fingerprints = fingerprints if fingerprints is not None else settings.MEMORYUI_INTERNAL_FINGERPRINTS
@@ -136,7 +141,7 @@ def extract(
             round_ = projection.round_of(msg.index)
             outcomes = _decide(
                 transcript, msg, round_, fingerprints, dry_run=dry_run, actor=actor, row=row, run_id=run_id,
-                l1=(l1, endpoint), context=_previous_assistant(projection.messages, msg),
+                l1=(l1, endpoint), context=_previous_assistant(projection.messages, msg), batch=batch,
             )  # fmt: skip
             report.outcomes += outcomes
         if progress:
@@ -152,7 +157,7 @@ def _previous_assistant(messages: list[Msg], msg: Msg) -> str:
 
 
 def _decide(
-    transcript, msg: Msg, round_, fingerprints, *, dry_run, actor, row: Message, run_id, l1, context
+    transcript, msg: Msg, round_, fingerprints, *, dry_run, actor, row: Message, run_id, l1, context, batch=None
 ) -> list[Outcome]:
     """The outcomes of one user message; written (with the message's record) in one transaction."""
     start = excerpt(msg.content)
@@ -171,7 +176,9 @@ def _decide(
         return outcomes
     given = _memories_given(row)
     with transaction.atomic():
-        outcomes = [_write(transcript, msg, fact, dry_run=dry_run, actor=actor, given=given) for fact in facts]
+        outcomes = [
+            _write(transcript, msg, fact, dry_run=dry_run, actor=actor, given=given, batch=batch) for fact in facts
+        ]
         if not dry_run:
             _record(row, outcomes, run_id)
     return outcomes
@@ -221,7 +228,7 @@ def _memories_given(row: Message) -> set[str]:
     return {o["memory_id"] for o in (row.extraction or {}).get("outcomes", []) if o.get("memory_id")}
 
 
-def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str, given: set[str]) -> Outcome:
+def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str, given: set[str], batch=None) -> Outcome:
     guard = guards.tool_guard(fact.text)
     if guard:
         return Outcome(message=msg.index, action="skipped", reason=f"tool guard: {guard}", text=fact.text)
@@ -251,7 +258,7 @@ def _write(transcript, msg: Msg, fact, *, dry_run: bool, actor: str, given: set[
                 layer=written.layer,
             )
     if not dry_run:
-        written = writing.write_outcome(actor=actor, **fields)
+        written = writing.write_outcome(actor=actor, batch=batch, **fields)
     memory, merged = written.memory, not written.created
     return Outcome(
         message=msg.index,

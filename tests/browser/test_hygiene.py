@@ -52,13 +52,18 @@ def test_replaying_a_threshold_then_approving_a_merge_and_undoing_it(
     exact = page.locator('[data-cluster][data-layer="exact"]')
     exact.locator(f'[data-member="{twin.pk}"] input[type="radio"]').check()
     exact.locator('[data-action="merge"]').click()
-    expect(page.locator("#alerts")).to_contain_text(f"Merged 1 duplicates into {twin.pk}.")
+    dialog = page.locator("#confirm-dialog")
+    expect(dialog).to_contain_text("Tombstones 1 memory and keeps “prefers TABS.”")
+    dialog.locator('[data-action="confirm"]').click()
+    expect(page.locator("#alerts")).to_contain_text("Merged 1 duplicate into “prefers TABS.”.")
     expect(page.locator('[data-cluster][data-layer="exact"]')).to_have_count(0)
     assert Memory.objects.get(pk=keep.pk).status == "tombstoned"
     screenshot("merged")
 
     page.locator('[data-action="undo-merge"]').click()
-    expect(page.locator("#alerts")).to_contain_text("Undone: 1 restored, 1 put back, 0 tombstoned.")
+    expect(dialog).to_contain_text("Restores 1 memory it tombstoned.")
+    dialog.locator('[data-action="confirm"]').click()
+    expect(page.locator("#alerts")).to_contain_text("Undone: restored 1 memory, put back 1 as before.")
     expect(page.locator('[data-cluster][data-layer="exact"]')).to_have_count(1)
     assert Memory.objects.get(pk=keep.pk).status == "active"
 
@@ -79,14 +84,16 @@ def test_the_clean_up_wizard_previews_applies_every_step_and_undoes_it(signed_in
     for number, step in enumerate(("snapshot", "internal", "extract", "demote"), 1):
         page.locator('[data-action="preview"]').click()
         preview = page.locator(f'[data-preview="{step}"]')
-        expect(preview).to_contain_text("nothing written")
+        expect(preview).to_contain_text("Preview, nothing written yet")
         if step == "internal":
             expect(preview.locator("[data-reasons]")).to_contain_text("internal prompt")
             screenshot("preview-internal")
         if step == "extract":
             expect(preview.locator("[data-examples]")).to_contain_text("用户的幸运数字是 88、66 和 99。")
         page.get_by_role("button", name=f"Apply step {number}").click()
-        expect(page.locator(f'[data-step="{step}"]')).to_have_attribute("data-state", "done")
+        page.locator('#confirm-dialog [data-action="confirm"]').click()
+        # Tasks run inline here: a step's request also unindexes every note it changes.
+        expect(page.locator(f'[data-step="{step}"]')).to_have_attribute("data-state", "done", timeout=30_000)
 
     expect(page.locator("[data-cleanup-done]")).to_be_visible()
     expect(page.locator("[data-scope-stats]")).to_contain_text("3 of them notes")
@@ -95,7 +102,8 @@ def test_the_clean_up_wizard_previews_applies_every_step_and_undoes_it(signed_in
     assert lucky.kind == "entity"
 
     page.locator('[data-action="undo-all"]').click()
-    expect(page.locator("#alerts")).to_contain_text("Undone 3 steps")
+    page.locator('#confirm-dialog [data-action="confirm"]').click()
+    expect(page.locator("#alerts")).to_contain_text("Undid the clean-up", timeout=30_000)
     expect(page.locator("[data-scope-stats]")).to_contain_text("81 of them notes")
     after = list(jsonl.export_lines(scope="agent:main", include_tombstoned=True))
     original = {line.split('"id": "', 1)[1][:36] for line in before}

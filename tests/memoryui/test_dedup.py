@@ -185,3 +185,94 @@ def test_a_restatement_cannot_chain_two_memories_the_guards_keep_apart():
     assert {p.reason.split(" (")[0] for p in report.kept_apart} == {
         "the numbers differ", "would join memories kept apart",
     }  # fmt: skip
+
+
+# --- what the Duplicates page shows: labels, canonical, links, pairs kept apart -----------------
+
+
+def _unsaved(texts: list[str], vectors: list[list[float]], **fields) -> tuple[list[Memory], np.ndarray]:
+    """Memories as clustering reads them, with hand-made vectors (cosine = their dot product)."""
+    memories = []
+    for n, text in enumerate(texts):
+        memory = Memory(scope="agent:main", kind="note", tier="working", importance=0.5, text=text, **fields)
+        memory.content_hash = rules.content_hash(text)
+        memory.created_at = timezone.now() + timezone.timedelta(seconds=n)
+        memories.append(memory)
+    array = np.array(vectors, dtype=np.float32)
+    return memories, array / np.linalg.norm(array, axis=1, keepdims=True)
+
+
+ASK = "Ask me some questions about my preferences and note the answers."
+HELLO = "Introduce yourself and say what you can do."
+
+
+def test_identical_texts_are_linked_as_the_same_text_never_as_similar_meaning():
+    copies, vectors = _unsaved([ASK, ASK, ASK], [[1.0, 0.0]] * 3)
+    copies[1].importance = 0.9  # the proposed canonical is not the first copy found
+
+    [cluster] = dedup.find_clusters("agent:main", threshold=0.95, memories=copies, vectors=vectors).clusters
+
+    assert cluster.canonical is copies[1]
+    assert [member.link.layer for member in cluster.members[1:]] == ["exact", "exact"]
+    assert [member.linked_by for member in cluster.members[1:]] == ["same text", "same text"]
+    assert {link.layer for link in cluster.links} == {"exact"}
+    assert cluster.label == "same text"
+
+
+def test_a_cluster_of_copies_and_a_similar_text_says_both_and_proposes_one_of_the_copies():
+    """At a loose threshold one unrelated text hangs on five copies: the label says what links
+    them, the canonical is a copy, and the other text says it joined by similar meaning."""
+    hello_vector = [0.93, (1 - 0.93**2) ** 0.5]
+    memories, vectors = _unsaved([HELLO, *[ASK] * 5], [hello_vector, *[[1.0, 0.0]] * 5])  # HELLO is the oldest
+
+    [cluster] = dedup.find_clusters("agent:main", threshold=0.928, memories=memories, vectors=vectors).clusters
+
+    assert cluster.label == "same text + similar meaning"
+    assert cluster.layers == ["exact", "semantic"]
+    assert cluster.canonical.text == ASK
+    by_text = {member.memory.text: member for member in cluster.members[1:]}
+    assert by_text[HELLO].linked_by == "similar meaning 0.930"
+    assert [m.linked_by for m in cluster.members[1:] if m.memory.text == ASK] == ["same text"] * 4
+
+
+def test_a_pinned_or_typed_memory_is_still_proposed_over_copies_of_a_note():
+    typed_vector = [0.96, (1 - 0.96**2) ** 0.5]
+    memories, vectors = _unsaved([HELLO, ASK, ASK], [typed_vector, [1.0, 0.0], [1.0, 0.0]])
+    memories[0].kind = "preference"
+
+    [cluster] = dedup.find_clusters("agent:main", threshold=0.95, memories=memories, vectors=vectors).clusters
+
+    assert cluster.canonical is memories[0]
+
+
+def test_a_pair_kept_apart_is_listed_once_for_all_the_copies_of_its_two_texts():
+    three = "Ask me 3 questions about my preferences and note the answers."
+    close = [0.96, (1 - 0.96**2) ** 0.5]
+    memories, vectors = _unsaved([ASK] * 5 + [three] * 2, [[1.0, 0.0]] * 5 + [close] * 2)
+
+    report = dedup.find_clusters("agent:main", threshold=0.95, memories=memories, vectors=vectors)
+
+    [pair] = report.kept_apart
+    assert pair.reason == "the numbers differ (3)"
+    assert sorted((pair.copies_a, pair.copies_b)) == [2, 5] and pair.pairs == 10
+    assert [c.label for c in report.clusters] == ["same text", "same text"]
+
+
+def test_a_memory_is_never_kept_apart_from_its_own_copy():
+    copies, vectors = _unsaved([ASK, ASK], [[1.0, 0.0]] * 2)
+    merging.reject("agent:main", [m.pk for m in copies], actor="alice")  # "not duplicates"
+
+    report = dedup.find_clusters("agent:main", threshold=0.95, memories=copies, vectors=vectors)
+
+    assert report.clusters == [] and report.kept_apart == []
+
+
+def test_merging_all_names_every_layer_of_a_cluster_in_the_reason():
+    _restore(text="Prefers tabs.")
+    _restore(text="prefers TABS.")
+    report = dedup.find_clusters("agent:main", layers=LAYERS_1_2)
+
+    batch, _ = merging.merge_all(report, actor="alice")
+
+    reasons = set(MemoryEvent.objects.filter(batch=batch, action="tombstoned").values_list("reason", flat=True))
+    assert [reason.split(":")[0] for reason in reasons] == ["duplicates (same text)"]

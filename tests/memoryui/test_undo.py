@@ -8,7 +8,9 @@ import uuid
 import pytest
 
 from memoryui import jsonl, undo
+from memoryui.ingestion import ingest
 from memoryui.models import Memory, MemoryEvent
+from memoryui.tasks import enqueue_extraction
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +41,7 @@ def test_a_memory_changed_after_the_batch_is_not_overwritten_unless_forced(make_
     memory.apply_action("pin", actor="alice", batch=batch)
     memory.edit(actor="bob", text="Prefers tabs, width 4.")
 
-    with pytest.raises(undo.UndoError, match=f"1 memories changed after batch {batch}: {memory.pk}"):
+    with pytest.raises(undo.UndoError, match=f"1 memory changed after batch {batch}: {memory.pk}"):
         undo.undo_batch(batch, actor="alice")
     assert Memory.objects.get(pk=memory.pk).pinned
 
@@ -70,3 +72,43 @@ def test_memories_a_batch_created_are_tombstoned_and_the_undo_itself_can_be_undo
 def test_an_unknown_batch_is_a_clear_error(batch, message):
     with pytest.raises(undo.UndoError, match=message):
         undo.undo_batch(batch, actor="alice")
+
+
+def test_an_extraction_task_records_one_batch_whose_undo_tombstones_what_it_added_and_unmerges_the_rest(
+    make_memory, django_capture_on_commit_callbacks
+):
+    known = make_memory("The user prefers terse answers.", kind="preference")
+    before = _record(known)
+    messages = []
+    for text in ("我的幸运数字是88", "/remember the build server lives in rack R12", "I prefer terse answers"):
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
+    transcript = ingest({"scope": "agent:main", "messages": messages}).transcript
+    with django_capture_on_commit_callbacks(execute=True):
+        run = enqueue_extraction(transcript, actor="test", foreground=True)
+    assert run.counts == {"added": 2, "merged": 1, "skipped": 0}
+    assert run.result["batch"] == str(run.pk)
+
+    preview = undo.preview([run.result["batch"]])
+    assert (preview.restored, preview.reverted, preview.tombstoned) == (0, 1, 2)
+    assert Memory.objects.active().count() == 3  # the preview changed nothing
+
+    report = undo.undo_batch(run.result["batch"], actor="alice")
+
+    assert (report.restored, report.reverted, report.tombstoned) == (0, 1, 2)
+    assert [m.text for m in Memory.objects.active()] == [known.text]
+    assert _record(known) == before
+    assert undo.state(run.result["batch"]) == "undone"
+
+
+def test_a_preview_of_an_undo_says_what_it_would_do_and_changes_nothing(make_memory):
+    memory = make_memory("Prefers tabs.", kind="preference")
+    batch = uuid.uuid4()
+    memory.apply_action("tombstone", actor="alice", batch=batch, reason="cleaning")
+    events = MemoryEvent.objects.count()
+
+    preview = undo.preview([batch])
+
+    assert (preview.restored, preview.reverted, preview.tombstoned) == (1, 0, 0)
+    assert MemoryEvent.objects.count() == events
+    assert Memory.objects.get(pk=memory.pk).status == "tombstoned"
+    assert undo.state(batch) == "undoable" and undo.state(None) is None

@@ -21,7 +21,9 @@ def ids(memories) -> list[str]:
 
 
 def test_bulk_pin_applies_to_every_selected_memory_in_one_batch(alice_client, notes):
-    response = alice_client.post("/memories/bulk/?kind=note", {"action": "pin", "ids": ids(notes)}, headers=HTMX)
+    response = alice_client.post(
+        "/memories/bulk/?kind=note", {"action": "pin", "ids": ids(notes), "confirmed": "1"}, headers=HTMX
+    )
 
     html = response.content.decode()
     assert response.status_code == 200
@@ -36,7 +38,9 @@ def test_bulk_pin_applies_to_every_selected_memory_in_one_batch(alice_client, no
 def test_bulk_results_keep_the_list_filters(alice_client, notes, make_memory):
     make_memory("a fact", kind="fact")
 
-    html = alice_client.post("/memories/bulk/?kind=note", {"action": "pin", "ids": ids(notes[:1])}, headers=HTMX)
+    html = alice_client.post(
+        "/memories/bulk/?kind=note", {"action": "pin", "ids": ids(notes[:1]), "confirmed": "1"}, headers=HTMX
+    )
     html = html.content.decode()
 
     assert "a fact" not in html
@@ -46,7 +50,9 @@ def test_bulk_results_keep_the_list_filters(alice_client, notes, make_memory):
 def test_bulk_reports_memories_that_were_already_in_that_state(alice_client, notes):
     notes[0].pin(actor="test")
 
-    html = alice_client.post("/memories/bulk/", {"action": "pin", "ids": ids(notes)}, headers=HTMX).content.decode()
+    html = alice_client.post(
+        "/memories/bulk/", {"action": "pin", "ids": ids(notes), "confirmed": "1"}, headers=HTMX
+    ).content.decode()
 
     assert "Pinned 2 memories (1 already pinned)." in html
 
@@ -63,12 +69,14 @@ def test_bulk_tombstone_requires_a_reason(alice_client, notes):
 
 def test_bulk_tombstone_with_a_reason_then_restore(alice_client, notes):
     alice_client.post(
-        "/memories/bulk/", {"action": "tombstone", "reason": "chit-chat", "ids": ids(notes)}, headers=HTMX
+        "/memories/bulk/",
+        {"action": "tombstone", "reason": "chit-chat", "ids": ids(notes), "confirmed": "1"},
+        headers=HTMX,
     )
     assert set(Memory.objects.values_list("tombstone_reason", flat=True)) == {"chit-chat"}
 
     html = alice_client.post(
-        "/memories/bulk/?status=all", {"action": "restore", "ids": ids(notes[:2])}, headers=HTMX
+        "/memories/bulk/?status=all", {"action": "restore", "ids": ids(notes[:2]), "confirmed": "1"}, headers=HTMX
     ).content.decode()
 
     assert "Restored 2 memories." in html
@@ -77,7 +85,7 @@ def test_bulk_tombstone_with_a_reason_then_restore(alice_client, notes):
 
 def test_bulk_set_tier_moves_the_memories(alice_client, notes):
     html = alice_client.post(
-        "/memories/bulk/", {"action": "set_tier", "tier": "core", "ids": ids(notes)}, headers=HTMX
+        "/memories/bulk/", {"action": "set_tier", "tier": "core", "ids": ids(notes), "confirmed": "1"}, headers=HTMX
     ).content.decode()
 
     assert "Moved 3 memories to core." in html
@@ -105,7 +113,9 @@ def test_a_conflict_in_one_memory_rolls_back_the_whole_batch(alice_client, make_
     taken.tombstone("replaced", actor="test")
     make_memory("Phone is 186.", kind="entity", entity_key="phone:186")
 
-    response = alice_client.post("/memories/bulk/", {"action": "restore", "ids": ids([free, taken])}, headers=HTMX)
+    response = alice_client.post(
+        "/memories/bulk/", {"action": "restore", "ids": ids([free, taken]), "confirmed": "1"}, headers=HTMX
+    )
 
     assert response.status_code == 400
     assert "Nothing changed" in response.content.decode()
@@ -128,3 +138,56 @@ def test_bulk_checkboxes_belong_to_the_bulk_form(alice_client, notes):
 
     assert '<form id="bulk-form"' in html
     assert html.count('name="ids"') == 3 and html.count('form="bulk-form"') == 3
+
+
+def test_a_bulk_tombstone_is_asked_first_with_its_counts_and_an_unconfirmed_post_changes_nothing(alice_client, notes):
+    notes[0].tombstone("earlier", actor="test")
+    events = MemoryEvent.objects.count()
+
+    response = alice_client.post(
+        "/memories/bulk/?kind=note", {"action": "tombstone", "reason": "chit-chat", "ids": ids(notes)}, headers=HTMX
+    )
+
+    html = response.content.decode()
+    assert response["HX-Retarget"] == "#confirm-dialog"
+    assert "Tombstone 2 memories?" in html
+    assert "Tombstone 2 memories (reason: “chit-chat”). 1 is already tombstoned." in html
+    assert 'hx-target="#results"' in html and 'name="reason" value="chit-chat"' in html
+    assert MemoryEvent.objects.count() == events
+    assert Memory.objects.filter(status="active").count() == 2
+
+
+def test_a_confirmed_bulk_tombstone_offers_undo_in_its_notice_and_the_undo_restores_them(alice_client, notes):
+    html = alice_client.post(
+        "/memories/bulk/?kind=note",
+        {"action": "tombstone", "reason": "chit-chat", "ids": ids(notes), "confirmed": "1"},
+        headers=HTMX,
+    ).content.decode()
+    assert "Tombstoned 3 memories." in html
+    batch = MemoryEvent.objects.filter(action="tombstoned").first().batch
+    undo_url = f"/batches/{batch}/undo/?next=%2Fmemories%2F%3Fkind%3Dnote"
+    assert f'hx-get="{undo_url}" data-action="undo">Undo</a>' in html
+
+    asked = alice_client.get(undo_url, headers={"HX-Request": "true"})
+    assert asked["HX-Retarget"] == "#confirm-dialog"
+    assert "Restores 3 memories it tombstoned." in asked.content.decode()
+
+    done = alice_client.post(undo_url, {"confirmed": "1"}, headers={"HX-Request": "true"})
+    assert done["HX-Redirect"] == "/memories/?kind=note"
+    assert Memory.objects.filter(status="active").count() == 3
+
+
+def test_a_bulk_action_without_javascript_says_what_it_did_with_an_undo_link(alice_client, notes):
+    response = alice_client.post(
+        "/memories/bulk/?kind=note", {"action": "set_tier", "tier": "core", "ids": ids(notes), "confirmed": "1"}
+    )
+    page = alice_client.get(response["Location"]).content.decode()
+    assert "Moved 3 memories to core. <a" in page and 'data-action="undo">Undo</a>' in page
+
+
+def test_a_bulk_action_that_would_change_nothing_is_not_asked(alice_client, notes):
+    for note in notes:
+        note.pin(actor="test")
+    html = alice_client.post("/memories/bulk/", {"action": "pin", "ids": ids(notes)}, headers=HTMX).content.decode()
+    assert "Pinned 0 memories (3 already pinned)." in html and "data-confirm" not in html
+    assert 'data-action="undo"' not in html
