@@ -18,8 +18,8 @@ from .conftest import SCREENSHOTS
 pytestmark = pytest.mark.e2e
 
 WIDTHS = (1400, 1024)
-# Elements wider than the page that scroll on their own: a table's box, a code block.
-OWN_SCROLL = ".table-scroll, pre, .swagger-ui"
+# What is wider than its place may scroll inside its own box (a long table, a code block): a box
+# whose CSS lets it scroll sideways (overflow-x auto or scroll).
 
 TRANSCRIPT = {
     "id": "session 2026-11-25/ops",
@@ -77,12 +77,18 @@ def _sideways(page) -> list[str]:
     """What sticks out past the window's right edge, or out of its panel or card, outside the boxes
     that scroll on their own."""
     return page.evaluate(
-        """(ownScroll) => {
+        """() => {
           const width = document.documentElement.clientWidth;
           const out = [];
           const name = (node) => `${node.tagName.toLowerCase()}${node.id ? "#" + node.id : ""}.${node.className}`;
+          const scrollsOnItsOwn = (node) => {
+            for (let up = node.parentElement; up && up !== document.body; up = up.parentElement) {
+              if (["auto", "scroll"].includes(getComputedStyle(up).overflowX)) return true;
+            }
+            return false;
+          };
           for (const node of document.body.querySelectorAll("*")) {
-            if (node.closest(ownScroll)) continue;
+            if (scrollsOnItsOwn(node)) continue;
             const box = node.getBoundingClientRect();
             if (!box.width) continue;
             const card = node.parentElement && node.parentElement.closest(".panel, .card, .cluster, dialog");
@@ -95,8 +101,7 @@ def _sideways(page) -> list[str]:
           const scrolled = document.documentElement.scrollWidth;
           if (scrolled > width) out.unshift(`page scrollWidth=${scrolled} > ${width}`);
           return out.slice(0, 8);
-        }""",
-        OWN_SCROLL,
+        }"""
     )
 
 

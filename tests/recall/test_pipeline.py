@@ -12,7 +12,9 @@ import time
 import pytest
 
 from memoryui.models import Memory, MemoryEvent
+from recall.explain import Group, explain
 from recall.knobs import RecallSettings
+from recall.models import RecallTrace
 from recall.pipeline import BLOCK_HEADING, recall, record_recall
 from recall.selector import SelectorConfig
 from searchindex.fusion import SettingsError
@@ -280,3 +282,29 @@ def test_recall_settings_round_trip_and_name_each_bad_knob():
     with pytest.raises(SettingsError) as excinfo:
         RecallSettings.from_dict({"candidates": 0, "selector": "yes", "rrf_k": -1, "bogus": 1, "durable_markers": []})
     assert set(excinfo.value.errors) == {"candidates", "selector", "rrf_k", "bogus", "durable_markers"}
+
+
+# --- the page's words for what the pipeline decided ------------------------------------------------
+
+
+def test_every_decision_of_a_real_recall_reads_in_words_on_the_page(store):
+    """recall.explain reads the pipeline's reasons: if their wording changes, the page must not fall
+    back to the raw strings without this test saying so."""
+    result = recall(QUERY, scope="agent:main", tools=["mcp__ata__article-list-query"], limit=1, selector_config=None)
+    explained = explain(RecallTrace.fields_of(result)["result"])
+
+    stages = {group.stage: group for group in explained.groups}
+    assert set(stages) >= {"selected", "filtered", "not_selected"}
+    [recalled] = stages["selected"].rows
+    assert recalled.why.startswith("Ranked 1st by the heuristic: ")
+    assert all(
+        row.why.startswith("Kept out by the active-tool filter: it names mcp__ata__article-list-query")
+        for row in stages["filtered"].rows
+    )
+    assert {row.cause for row in stages["not_selected"].rows} == {"past the limit"}
+    assert stages["not_selected"].summary.endswith("not selected (past the limit)")
+    for row in stages.get("below_floor", Group("below_floor")).rows:
+        assert row.why.startswith(("Too weak a match: ", "Recall stays silent on this query"))
+    for group in explained.groups:
+        for row in group.rows:
+            assert "heuristic rank" not in row.why and "marker '" not in row.why
