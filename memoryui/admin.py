@@ -26,6 +26,7 @@ from memoryui.models import (
     TaskRun,
     Transcript,
 )
+from memoryui.text import exact_time
 
 
 class AdminRoleLoginForm(AuthenticationForm):
@@ -101,8 +102,8 @@ class MemoryAdmin(admin.ModelAdmin):
 
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, obj: Memory) -> str:
-        local = timezone.localtime(obj.updated_at)
-        return format_html('<span title="{}">{}</span>', f"{local:%Y-%m-%d %H:%M:%S %Z}", f"{local:%Y-%m-%d}")
+        day = f"{timezone.localtime(obj.updated_at):%Y-%m-%d}"
+        return format_html('<span title="{}">{}</span>', exact_time(obj.updated_at), day)
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # deletes are tombstones

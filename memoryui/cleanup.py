@@ -34,6 +34,7 @@ from memoryui.extraction.guards import tool_guard
 from memoryui.extraction.l1 import endpoint as l1_endpoint
 from memoryui.models import Memory
 from memoryui.reports import Report
+from memoryui.text import count, memories
 
 STEPS = ("snapshot", "internal", "extract", "demote")
 STEP_TITLES = {
@@ -111,10 +112,6 @@ _VERBS = {
 _TENSES = ("preview", "ask", "done")
 
 
-def _notes(n: int) -> str:
-    return f"{n} note{'' if n == 1 else 's'}"
-
-
 def describe(step: str, counts: dict, *, backup: str | None = None, tense: str = "preview") -> str:
     """A step's counts in words: "Would back up 87 memories to …", "Tombstoned 70 notes".
 
@@ -125,19 +122,20 @@ def describe(step: str, counts: dict, *, backup: str | None = None, tense: str =
     if step == "snapshot":
         n = counts.get("backed_up", 0)
         where = backup if tense == "done" or not backup else str(Path(backup).parent)
-        text = f"{verb} {n} memor{'y' if n == 1 else 'ies'} (tombstoned ones included) to {where}"
+        text = f"{verb} {memories(n)} (tombstoned ones included) to {where}"
     elif step == "internal":
         n = counts.get("tombstone", 0)
-        text = f"{verb} {_notes(n)}: internal prompts and chit-chat, repeats included" if n else ""
+        text = f"{verb} {count(n, 'note')}: internal prompts and chit-chat, repeats included" if n else ""
     elif step == "extract":
         n, added, merged = counts.get("extract", 0), counts.get("typed_added", 0), counts.get("typed_merged", 0)
         then = {"preview": "then tombstone", "ask": "then tombstones", "done": "then tombstoned"}[tense]
         also = f" ({merged} more merged into memories already there)" if merged else ""
-        typed = f"{added} typed memor{'y' if added == 1 else 'ies'}"
-        text = f"{verb} {typed}{also} from {_notes(n)}, {then} those notes" if n else ""
+        typed = count(added, "typed memory", "typed memories")
+        text = f"{verb} {typed}{also} from {count(n, 'note')}, {then} those notes" if n else ""
     else:
         n = counts.get("demote", 0)
-        text = f"{verb} {_notes(n)} to peripheral, importance {DEMOTED_IMPORTANCE}, expiring unless pinned" if n else ""
+        demoted = count(n, "note")
+        text = f"{verb} {demoted} to peripheral, importance {DEMOTED_IMPORTANCE}, expiring unless pinned" if n else ""
     if not text:
         text = {"preview": "would change nothing", "ask": "changes nothing", "done": "changed nothing"}[tense]
         text += ": no note to " + {"internal": "tombstone", "extract": "extract", "demote": "demote"}[step]
@@ -295,17 +293,10 @@ def run_all(scope: str, *, dry_run: bool, actor: str, l1: str = "auto") -> list[
     if not dry_run:
         return [run_step(scope, step, dry_run=False, actor=actor, l1=l1) for step in STEPS]
     reports = []
-    try:
-        with transaction.atomic():
-            for step in STEPS:
-                report = run_step(scope, step, dry_run=step == "snapshot", actor=actor, l1=l1)
-                report.dry_run, report.batch = True, None
-                reports.append(report)
-            raise _Rollback
-    except _Rollback:
-        pass
+    with transaction.atomic():
+        for step in STEPS:
+            report = run_step(scope, step, dry_run=step == "snapshot", actor=actor, l1=l1)
+            report.dry_run, report.batch = True, None
+            reports.append(report)
+        transaction.set_rollback(True)
     return reports
-
-
-class _Rollback(Exception):
-    pass

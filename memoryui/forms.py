@@ -18,6 +18,7 @@ from memoryui.ingestion import IngestReport, TranscriptError, ingest
 from memoryui.models import ApiToken, ConflictError, Memory, TaskRun
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 from memoryui.tasks import enqueue_extraction
+from memoryui.text import memories
 
 # --- memory list ---------------------------------------------------------------------------
 
@@ -267,10 +268,6 @@ BULK_ACTIONS = {
 BULK_MAX = 500
 
 
-def _memories(n: int) -> str:
-    return f"{n} memor{'y' if n == 1 else 'ies'}"
-
-
 @dataclass(frozen=True)
 class BulkResult:
     changed: int
@@ -329,26 +326,19 @@ class BulkActionForm(forms.Form):
                 changed += bool(done)
                 unchanged += not done
         verb, why = BULK_ACTIONS[action]
-        message = f"{verb} {_memories(changed)}"
+        message = f"{verb} {memories(changed)}"
         if action == "set_tier":
             message += f" to {data['tier']}"
         if unchanged:
             message += f" ({unchanged} {why})"
         return BulkResult(changed=changed, unchanged=unchanged, batch=batch, message=message + ".")
 
-    class _RolledBack(Exception):
-        pass
-
     def preview(self, *, actor: str) -> BulkResult:
         """What `apply` would do, counted exactly: it runs in a transaction that is rolled back."""
-        outcome = []
-        try:
-            with transaction.atomic():
-                outcome.append(self.apply(actor=actor))
-                raise self._RolledBack
-        except self._RolledBack:
-            pass
-        return outcome[0]
+        with transaction.atomic():
+            result = self.apply(actor=actor)
+            transaction.set_rollback(True)
+        return result
 
     # The confirmation: what the action does, in the present tense, and what it means.
     ASK = {
@@ -364,7 +354,7 @@ class BulkActionForm(forms.Form):
         data = self.cleaned_data
         action = data["action"]
         verb, meaning = self.ASK[action]
-        what = f"{verb} {_memories(preview.changed)}" + (f" to {data['tier']}" if action == "set_tier" else "")
+        what = f"{verb} {memories(preview.changed)}" + (f" to {data['tier']}" if action == "set_tier" else "")
         first = what + (f" (reason: “{data['reason'].strip()}”)" if action == "tombstone" else "") + "."
         if preview.unchanged:
             first += f" {preview.unchanged} {'is' if preview.unchanged == 1 else 'are'} {BULK_ACTIONS[action][1]}."

@@ -22,6 +22,7 @@ from django.db import transaction
 
 from memoryui.models import ConflictError, Memory, MemoryEvent
 from memoryui.reports import Report
+from memoryui.text import memories
 
 UNDO_PREFIX = "undo of batch "
 
@@ -46,8 +47,8 @@ def undo_reason(batch) -> str:
 
 def is_undone(batch) -> bool:
     # Through the batch's own memories (indexed), not a scan of every event's reason.
-    memories = MemoryEvent.objects.filter(batch=batch).values("memory_id")
-    return MemoryEvent.objects.filter(memory_id__in=memories, reason=undo_reason(batch)).exists()
+    touched = MemoryEvent.objects.filter(batch=batch).values("memory_id")
+    return MemoryEvent.objects.filter(memory_id__in=touched, reason=undo_reason(batch)).exists()
 
 
 def state(batch) -> str | None:
@@ -89,17 +90,14 @@ def undo_batch(batch, *, actor: str, force: bool = False) -> UndoReport:
         changed = changed_since(batch)
         if changed:
             shown = ", ".join(changed[:5]) + ("…" if len(changed) > 5 else "")
-            n = len(changed)
-            raise UndoError(
-                f"{n} memor{'y' if n == 1 else 'ies'} changed after batch {batch}: {shown} (use force to undo anyway)"
-            )
+            raise UndoError(f"{memories(len(changed))} changed after batch {batch}: {shown} (use force to undo anyway)")
     report = UndoReport(batch=str(batch), undo_batch=str(uuid.uuid4()))
     reason = undo_reason(batch)
     with transaction.atomic():
         ids = {event.memory_id for event in events}
-        memories = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=ids)}
+        rows = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=ids)}
         for event in events:
-            memory = memories[event.memory_id]
+            memory = rows[event.memory_id]
             try:
                 _revert(memory, event, actor=actor, reason=reason, batch=report.undo_batch, report=report)
             except ConflictError as exc:
@@ -139,8 +137,18 @@ def _revert(memory: Memory, event: MemoryEvent, *, actor: str, reason: str, batc
         memory.updated_at = event.previous_updated_at
 
 
-class _Rollback(Exception):
-    pass
+def undo_batches(batches, *, actor: str, force: bool = False) -> UndoReport:
+    """Undo `batches` in this order, all or none (UndoError as `undo_batch` raises it); the counts summed."""
+    batches = list(batches)
+    total = UndoReport(batch=", ".join(str(batch) for batch in batches), undo_batch="")
+    with transaction.atomic():
+        for batch in batches:
+            report = undo_batch(batch, actor=actor, force=force)
+            total.restored += report.restored
+            total.reverted += report.reverted
+            total.tombstoned += report.tombstoned
+            total.memories = sorted({*total.memories, *report.memories})
+    return total
 
 
 def preview(batches, *, force: bool = False) -> UndoReport:
@@ -149,17 +157,7 @@ def preview(batches, *, force: bool = False) -> UndoReport:
     The undo runs for real inside a transaction that is rolled back, so the counts are exactly
     the undo's own. Raises UndoError as the undo would.
     """
-    batches = list(batches)
-    total = UndoReport(batch=", ".join(str(batch) for batch in batches), undo_batch="")
-    try:
-        with transaction.atomic():
-            for batch in batches:
-                report = undo_batch(batch, actor="preview", force=force)
-                total.restored += report.restored
-                total.reverted += report.reverted
-                total.tombstoned += report.tombstoned
-                total.memories = sorted({*total.memories, *report.memories})
-            raise _Rollback
-    except _Rollback:
-        pass
+    with transaction.atomic():
+        total = undo_batches(batches, actor="preview", force=force)
+        transaction.set_rollback(True)
     return total

@@ -25,7 +25,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from memoryui import rest, roles, rules, views_hygiene, web
+from memoryui import rest, roles, rules, web
 from memoryui.filters import MemoryListFilterSet
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryForm, TokenForm
 from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent
@@ -313,11 +313,11 @@ def memory_bulk(request):
         error = " ".join(message for errors in form.errors.values() for message in errors)
     if ask and result is not None and result.changed:
         return web.confirmation(request, back=list_url, **form.confirmation(result))
-    undo = views_hygiene.undo_url(result.batch, list_url) if result is not None and result.changed and not ask else ""
+    undo = web.undo_url(result.batch, list_url) if result is not None and result.changed and not ask else ""
     if not web.wants_fragment(request):
 
         def done():
-            return views_hygiene.with_undo(result.message, result.batch, list_url) if undo else result.message
+            return web.with_undo(result.message, result.batch, list_url) if undo else result.message
 
         web.flash(request, unavailable, error, done)
         return redirect(list_url)

@@ -7,7 +7,6 @@ counted) and applied as one batch; each result offers its undo, which asks too.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -15,10 +14,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, replace_url, reswap, retarget
 
@@ -26,36 +22,15 @@ from memoryui import cleanup, dedup, merging, roles, rules, undo, web
 from memoryui.extraction import excerpt
 from memoryui.models import Memory, MemoryEvent, TaskRun
 from memoryui.tasks import CLEANUP, enqueue_cleanup_step, enqueue_dedup
+from memoryui.text import ago, count, memories
 
 CLUSTERS_SHOWN = 100
 KEPT_APART_SHOWN = 20
 LAST_MERGE = "last_merge"  # the session's last approved merge, undone from the Duplicates page
 
 
-def count(n: int, singular: str, plural: str | None = None) -> str:
-    """`1 memory`, `3 memories`."""
-    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
-
-
-def memories(n: int) -> str:
-    return count(n, "memory", "memories")
-
-
 def quoted(text: str, length: int = 60) -> str:
     return f"“{excerpt(text, length)}”"
-
-
-def undo_url(batch, next_url: str) -> str:
-    """Where the Undo of a batch asks first (a GET shows what it would do), then comes back to `next_url`."""
-    return reverse("batch_undo", args=[batch]) + "?" + urlencode({"next": next_url})
-
-
-def with_undo(message: str, batch, next_url: str):
-    """A success message that offers the Undo of its batch right there (a link: it asks first)."""
-    url = undo_url(batch, next_url)
-    return format_html(
-        '{} <a class="alert-action" href="{}" hx-get="{}" data-action="undo">Undo</a>', message, url, url
-    )
 
 
 def _done(request: HttpRequest, url: str) -> HttpResponse:
@@ -71,14 +46,6 @@ def _refused(request: HttpRequest, message: str, back: str, *, status: int = 400
         return reswap(retarget(response, web.ALERTS), "innerHTML")
     messages.error(request, message)
     return redirect(back)
-
-
-def _next_url(request: HttpRequest, default: str) -> str:
-    """The `next` URL of a POST or a GET when it stays on this site, else `default`."""
-    candidate = request.POST.get("next") or request.GET.get("next") or ""
-    if url_has_allowed_host_and_scheme(candidate, allowed_hosts={request.get_host()}, require_https=False):
-        return candidate
-    return default
 
 
 def _scope_param(request: HttpRequest, source) -> tuple[str, str | None]:
@@ -136,12 +103,12 @@ def _duplicates_context(request: HttpRequest, scope: str, threshold: float, *, e
     }
     if error:
         return context
-    memories = dedup.load_rows(scope)
-    current = dedup.find_clusters(scope, threshold=default, memories=memories)
+    rows = dedup.load_rows(scope)
+    current = dedup.find_clusters(scope, threshold=default, memories=rows)
     report = (
         current
         if threshold == default
-        else dedup.find_clusters(scope, threshold=threshold, memories=memories, vectors=current.vectors)
+        else dedup.find_clusters(scope, threshold=threshold, memories=rows, vectors=current.vectors)
     )
     changes = dedup.compare(current, report) if threshold != default else None
     change_of = {c.cluster.key: c.change for c in changes or [] if c.cluster}
@@ -248,7 +215,7 @@ def duplicates_merge(request):
     }
     kept_link = format_html('<a href="{}">{}</a>', kept.get_absolute_url(), quoted(kept.text))
     message = format_html("Merged {} into {}.", count(merged, "duplicate"), kept_link)
-    messages.success(request, with_undo(message, result.batch, back))
+    messages.success(request, web.with_undo(message, result.batch, back))
     return _duplicates_answer(request, scope, threshold, back)
 
 
@@ -333,20 +300,15 @@ def _batch_origin(batch) -> str:
     first = events.order_by("created_at", "id").first()
     if first is None:
         return ""
-    age = (
-        "just now"
-        if timezone.now() - first.created_at < timedelta(minutes=1)
-        else f"{timesince(first.created_at, depth=1)} ago"
-    )
     touched = events.values("memory_id").distinct().count()
-    return f"{count(events.count(), 'change')} to {memories(touched)}, by {first.actor}, {age}."
+    return f"{count(events.count(), 'change')} to {memories(touched)}, by {first.actor}, {ago(first.created_at)}."
 
 
 @roles.editor_required
 @require_http_methods(["GET", "POST"])
 def batch_undo(request, batch):
     """Undo one batch. A GET (or an unconfirmed POST) asks first, saying what it will put back."""
-    back = _next_url(request, reverse("task_list"))
+    back = web.safe_next(request, reverse("task_list"))
     force = (request.POST.get("force") or request.GET.get("force")) == "1"
     if request.method == "GET" or web.needs_confirmation(request):
         try:
@@ -546,14 +508,8 @@ def cleanup_undo(request):
             button=f"Undo {what.split(' (')[0]}",
             back=back,
         )
-    totals = undo.UndoReport(batch="", undo_batch="")
     try:
-        with transaction.atomic():
-            for batch in batches:
-                report = undo.undo_batch(batch, actor=web.actor(request))
-                totals.restored += report.restored
-                totals.reverted += report.reverted
-                totals.tombstoned += report.tombstoned
+        totals = undo.undo_batches(batches, actor=web.actor(request))
     except undo.UndoError as exc:
         return _refused(request, f"Not undone: {exc}", back, status=409)
     messages.success(request, undone_message(totals, f"Undid {what.split(' (')[0]}"))

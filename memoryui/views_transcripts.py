@@ -17,6 +17,7 @@ from memoryui.forms import TRANSCRIPT_EXAMPLE, PostedTranscript, TranscriptPostF
 from memoryui.models import TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 from memoryui.tasks import DECAY, enqueue_decay, enqueue_extraction
+from memoryui.text import count
 
 TRANSCRIPT_PAGE_SIZE = 50
 
@@ -51,20 +52,20 @@ def transcript_list(request):
 
 def _say_posted(request, posted: PostedTranscript) -> None:
     report = posted.report
-    count = f"{report.messages} message{'s' * (report.messages != 1)}"
+    stored = count(report.messages, "message")
     if report.created:
-        messages.success(request, f"Stored the transcript, {count}.")
+        messages.success(request, f"Stored the transcript, {stored}.")
     elif report.added:
         messages.success(
             request,
             f"This transcript was posted before (id {report.transcript.external_id!r} in {report.transcript.scope}): "
-            f"added {report.added} new message{'s' * (report.added != 1)}, {report.unchanged} were stored already.",
+            f"added {count(report.added, 'new message')}, {report.unchanged} were stored already.",
         )
     else:
         messages.info(
             request,
             f"This transcript was posted before (id {report.transcript.external_id!r} in {report.transcript.scope}) "
-            f"with all {count}: nothing changed.",
+            f"with all {stored}: nothing changed.",
         )
     if posted.extraction is not None:
         if posted.extraction.reused:

@@ -26,7 +26,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render as render_template
 from django.shortcuts import resolve_url
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import reswap, retarget
 
@@ -152,11 +154,24 @@ def current_page(request: HttpRequest) -> str:
 
 
 def safe_next(request: HttpRequest, default: str) -> str:
-    """The POSTed `next` URL when it stays on this site, else `default`."""
-    candidate = request.POST.get("next") or ""
+    """The `next` URL (POSTed, else in the query string) when it stays on this site, else `default`."""
+    candidate = request.POST.get("next") or request.GET.get("next") or ""
     if url_has_allowed_host_and_scheme(candidate, allowed_hosts={request.get_host()}, require_https=False):
         return candidate
     return default
+
+
+def undo_url(batch, next_url: str) -> str:
+    """Where the Undo of a batch asks first (a GET shows what it would do), then comes back to `next_url`."""
+    return reverse("batch_undo", args=[batch]) + "?" + urlencode({"next": next_url})
+
+
+def with_undo(message: str, batch, next_url: str):
+    """A success message that offers the Undo of its batch right there (a link: it asks first)."""
+    url = undo_url(batch, next_url)
+    return format_html(
+        '{} <a class="alert-action" href="{}" hx-get="{}" data-action="undo">Undo</a>', message, url, url
+    )
 
 
 def login_required_htmx(view):

@@ -112,8 +112,8 @@ def _playground_initial() -> dict:
 def _example() -> str | None:
     """The demo's recall with the active-tool filter at work, as a playground link, while its memory is there.
 
-    The playground opens on the largest scope, which on a fresh demo is the polluted legacy
-    store: the example leads to the scope and tool where both recall paths have something to show.
+    The playground opens on the first scope by name, which on a fresh demo has no tool knowledge:
+    the example leads to the scope and tool where both recall paths have something to show.
     """
     if not Memory.objects.active().filter(pk=demo.demo_id(demo.FILTER_EXAMPLE_KEY)).exists():
         return None

@@ -13,9 +13,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.timesince import timesince, timeuntil
 
-from memoryui.text import shorten
+from memoryui.text import ago, exact_time, shorten
 
 register = template.Library()
 TWO_PLACES = Decimal("0.01")
@@ -41,15 +40,10 @@ def when(value: datetime | None) -> str:
     if not value:
         return EMPTY
     local = timezone.localtime(value)
-    age = timezone.now() - value
-    if abs(age) < timedelta(minutes=1):
-        human = "just now"
-    elif abs(age) < RECENT:
-        human = f"{timesince(value, depth=1)} ago" if age > timedelta(0) else f"in {timeuntil(value, depth=1)}"
-    else:
-        human = f"{local.day} {local:%b %Y, %H:%M}"
-    exact = local.strftime("%Y-%m-%d %H:%M:%S %Z")
-    return format_html('<time datetime="{}" title="{}">{}</time>', local.isoformat(timespec="seconds"), exact, human)
+    human = ago(value) if abs(timezone.now() - value) < RECENT else f"{local.day} {local:%b %Y, %H:%M}"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>', local.isoformat(timespec="seconds"), exact_time(value), human
+    )
 
 
 @register.filter
