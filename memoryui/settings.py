@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "memoryui",
     "searchindex",
     "recall",
+    "mcpserver",
 ]
 
 MIDDLEWARE = [

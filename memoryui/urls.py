@@ -38,6 +38,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("memoryui.api_urls")),
+    path("mcp/", include("mcpserver.urls")),
 ]
 
 handler400 = "memoryui.views.bad_request"  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 there

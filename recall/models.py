@@ -88,6 +88,7 @@ class RecallTrace(models.Model):
         PLAYGROUND = "playground"
         API = "api"
         CLI = "cli"
+        MCP = "mcp"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

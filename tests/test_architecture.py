@@ -17,7 +17,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("memoryui", "searchindex", "recall")
+PACKAGES = ("memoryui", "searchindex", "recall", "mcpserver")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -54,6 +54,7 @@ def test_the_contracts_hold_on_the_code_as_it_is(code_copy):
         ("memoryui/rules.py", "from recall import pipeline", "The store's models and rules import neither"),
         ("searchindex/fusion.py", "from recall import knobs", "searchindex imports nothing of recall"),
         ("recall/heuristic.py", "from memoryui import views", "recall imports no pages or API"),
+        ("recall/pipeline.py", "from mcpserver import tools", "The MCP server sits on top"),
     ],
 )
 def test_breaking_a_contract_fails_the_check_and_names_it(code_copy, tmp_path, module, line, contract):

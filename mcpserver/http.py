@@ -1,0 +1,120 @@
+"""Streamable HTTP at `/mcp/`: the MCP server inside the running app, behind the API's Bearer tokens.
+
+The app is served by WSGI workers (gunicorn threads), several processes at once, so the SDK's
+streamable HTTP transport runs *stateless* with JSON answers: each POST is one JSON-RPC exchange
+answered in full, and any worker can answer any request, with no session to keep between them.
+The view authenticates the token and settles the connection's scope the way the API does (a
+refusal is the API's JSON error shape), then hands the request to the SDK as an ASGI request.
+"""
+
+from __future__ import annotations
+
+import anyio
+from asgiref.sync import async_to_sync
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from mcpserver import tools
+from mcpserver.server import caller, server
+from memoryui.errors import error_body
+from memoryui.models import ApiToken
+
+REALM = 'Bearer realm="mcp"'
+
+
+@csrf_exempt
+def endpoint(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        # Stateless: no session to resume or delete, and no stream for the server to speak first on.
+        message = "This MCP endpoint is stateless: send each JSON-RPC message in a POST."
+        response = JsonResponse(error_body(405, message, {"method": [request.method]}), status=405)
+        response["Allow"] = "POST"
+        return response
+    token, refusal = _token(request)
+    if refusal is not None:
+        return refusal
+    try:
+        who = tools.Caller(scope=tools.connection_scope(request.GET.get("scope"), token), token=token)
+    except Exception as exc:
+        answered = tools.error_of(exc)
+        if answered is None:
+            raise
+        return JsonResponse(answered[1], status=answered[0])
+    status, headers, body = async_to_sync(_serve)(_asgi_scope(request), request.body, who)
+    response = HttpResponse(body, status=status)
+    for name, value in headers:
+        if name.lower() not in {"content-length", "connection", "transfer-encoding"}:
+            response[name] = value
+    return response
+
+
+def _token(request: HttpRequest) -> tuple[ApiToken | None, HttpResponse | None]:
+    header = request.headers.get("Authorization", "").split()
+    if not header:
+        return None, _unauthorized(
+            "Authentication credentials were not provided: send 'Authorization: Bearer <token>'."
+        )
+    if len(header) != 2 or header[0].lower() not in {"bearer", "token"}:
+        return None, _unauthorized("Authorization header must be 'Bearer <token>'.")
+    token = ApiToken.authenticate(header[1])
+    if token is None:
+        return None, _unauthorized("The token is invalid or revoked.")
+    return token, None
+
+
+def _unauthorized(message: str) -> HttpResponse:
+    response = JsonResponse(error_body(401, message), status=401)
+    response["WWW-Authenticate"] = REALM
+    return response
+
+
+def _asgi_scope(request: HttpRequest) -> dict:
+    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in request.headers.items()]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode("utf-8"),
+        "root_path": "",
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "headers": headers,
+        "server": (request.get_host().rsplit(":", 1)[0], int(request.get_port())),
+        "client": (request.META.get("REMOTE_ADDR", ""), 0),
+    }
+
+
+async def _serve(scope: dict, body: bytes, who: tools.Caller) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One stateless exchange through the SDK's transport; the answer's status, headers and body."""
+    caller.set(who)
+    answered = anyio.Event()
+    start: dict = {}
+    chunks: list[bytes] = []
+    delivered = False
+
+    async def receive() -> dict:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            start.update(message)
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                answered.set()
+
+    # A manager runs once: each request gets its own (cheap: no sessions are kept). The SDK's
+    # manager takes the low-level server the MCPServer wraps.
+    manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=True, json_response=True)
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+    headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in start.get("headers", [])]
+    return start.get("status", 500), headers, b"".join(chunks)

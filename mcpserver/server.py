@@ -1,0 +1,195 @@
+"""The MCP server: memoryui's tools and resources for agents, on the official `mcp` SDK.
+
+One `MCPServer` serves both transports: stdio (`manage.py mcp`) and streamable HTTP at `/mcp/`
+(`mcpserver.http`). The connection's caller (its scope and token) is a context variable set by the
+transport; each tool runs its `mcpserver.tools` function in Django's thread and answers JSON. An
+error is an MCP (JSON-RPC) error whose message is the API's, and whose data is the API's error
+object (`code`, `message`, `details`) with the HTTP `status` the API would have answered.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from asgiref.sync import sync_to_async
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mcpserver import tools
+from recall.toolfilter import MAX_RECENT_TOOLS
+
+logger = logging.getLogger(__name__)
+
+caller: contextvars.ContextVar[tools.Caller] = contextvars.ContextVar("memoryui_mcp_caller")
+
+# JSON-RPC error codes by the API's HTTP status: -32602 is JSON-RPC's own "invalid params"; the
+# others sit in the range JSON-RPC leaves to servers, -32000 minus the status's last digits.
+ERROR_CODES = {400: -32602, 401: -32001, 403: -32003, 404: -32004, 409: -32009, 429: -32029, 503: -32053}
+INTERNAL_ERROR = -32603
+
+INSTRUCTIONS = (
+    "memoryui is this agent's long-term memory. Call `recall` at the start of a turn with the user's request "
+    "and the tools you used recently: it answers a short block of memories for this turn only (never write it "
+    "into the conversation) and stays silent when nothing is relevant. Call `remember` when the user states "
+    "something durable or asks you to remember it. Use `search_memory` to look something up, `list_memories`, "
+    "`get_memory`, `pin` and `tombstone` to inspect and repair the memory."
+)
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+REMOVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+Limit = Annotated[int | None, Field(description="How many results, 1..20 (default 5); outside is clamped.")]
+MemoryId = Annotated[str, Field(description="The memory's id (a UUID), as search, recall or list gave it.")]
+
+
+def mcp_error(exc: Exception) -> MCPError:
+    """The MCP error for an exception, carrying the API's answer to it."""
+    if isinstance(exc, MCPError):
+        return exc
+    answered = tools.error_of(exc)
+    if answered is None:
+        logger.error("unhandled MCP tool error", exc_info=exc)
+        answered = (500, {"error": {"code": "server_error", "message": "Internal server error.", "details": {}}})
+    status, body = answered
+    error = body["error"]
+    return MCPError(
+        code=ERROR_CODES.get(status, INTERNAL_ERROR), message=error["message"], data={**error, "status": status}
+    )
+
+
+async def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a tools function for this connection's caller in Django's thread; errors become MCP errors."""
+    try:
+        who = caller.get()
+    except LookupError:
+        raise MCPError(code=ERROR_CODES[401], message="No caller for this connection.") from None
+    try:
+        return await sync_to_async(function, thread_sensitive=True)(who, *args, **kwargs)
+    except Exception as exc:
+        raise mcp_error(exc) from exc
+
+
+def build() -> MCPServer:
+    server = MCPServer(
+        "memoryui",
+        title="memoryui",
+        description="Inspect, repair and use an AI agent's long-term memory.",
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+
+    @server.tool(
+        annotations=READ,
+        description="Search this agent's memories (hybrid vector + BM25). Exact tokens are found: phone numbers, "
+        "ids, names, hashes. Answers the results that clear the relevance floor, each with its score and label, "
+        "and nothing when the store does not answer the query.",
+    )
+    async def search_memory(
+        query: Annotated[str, Field(description="What to look for; `+word` makes a word required.")],
+        limit: Limit = None,
+    ) -> dict:
+        return await call(tools.search_memory, query, limit)
+
+    @server.tool(
+        annotations=READ,
+        description="Recall memories for this turn: the full pipeline (retrieval, relevance floor, the model "
+        "selector or the heuristic, and the active-tool filter, which holds back stale call formats and schemas "
+        "of the tools you are using). Answers `block`, the text to show the model for this turn only, the "
+        "`selected` memories, and every candidate's decision with its reasons.",
+    )
+    async def recall(
+        query: Annotated[str, Field(description="What this turn is about: the user's request, in their words.")],
+        recent_tools: Annotated[
+            list[str] | None,
+            Field(
+                description=f"Tools used recently, most recent last (the last {MAX_RECENT_TOOLS} distinct count), "
+                "e.g. mcp__slack__post."
+            ),
+        ] = None,
+        limit: Limit = None,
+    ) -> dict:
+        return await call(tools.recall, query, recent_tools, limit)
+
+    @server.tool(
+        annotations=WRITE,
+        description="Remember one durable, self-contained statement (a fact, a preference, a decision). It goes "
+        "through the write path: validated, given a tier and an importance by its kind, and deduplicated, so "
+        "saying it twice merges into the memory already there (`merged: true`).",
+    )
+    async def remember(
+        text: Annotated[str, Field(description="The statement, self-contained: 'The user's name is Li Lei.'")],
+        kind: Annotated[
+            str | None,
+            Field(
+                description="entity, preference, fact, project_state, relationship, procedure, remember, summary "
+                "or note; default remember (the user asked to remember it)."
+            ),
+        ] = None,
+        entity_key: Annotated[
+            str | None,
+            Field(description="type:value for a stable entity, e.g. phone:18600000000; one active memory per key."),
+        ] = None,
+    ) -> dict:
+        return await call(tools.remember, text, kind, entity_key)
+
+    @server.tool(annotations=READ, description="One memory by id, with its kind, tier, status and metadata.")
+    async def get_memory(id: MemoryId) -> dict:  # noqa: A002 - the tool's parameter is named id
+        return await call(tools.get_memory, id)
+
+    @server.tool(annotations=WRITE, description="Pin a memory: it never decays and is boosted in recall.")
+    async def pin(id: MemoryId) -> dict:  # noqa: A002
+        return await call(tools.pin, id)
+
+    @server.tool(
+        annotations=REMOVE,
+        description="Tombstone a memory (a soft delete: it leaves recall and search, keeps its history and can be "
+        "restored in the dashboard).",
+    )
+    async def tombstone(
+        id: MemoryId,  # noqa: A002
+        reason: Annotated[str, Field(description="Why it is removed; kept in its history.")],
+    ) -> dict:
+        return await call(tools.tombstone, id, reason)
+
+    @server.tool(
+        annotations=READ,
+        description="Active memories of this agent, newest first, a page at a time. Pass `next_cursor` back as "
+        "`cursor` for the next page.",
+    )
+    async def list_memories(
+        kind: Annotated[str | None, Field(description="Only this kind.")] = None,
+        tier: Annotated[str | None, Field(description="Only this tier: core, working or peripheral.")] = None,
+        limit: Annotated[int | None, Field(description=f"Memories per page, 1..{tools.LIST_MAX} (default 20).")] = None,
+        cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
+    ) -> dict:
+        return await call(tools.list_memories, kind, tier, limit, cursor)
+
+    @server.resource(
+        "memoryui://memories/{memory_id}",
+        name="memory",
+        description="One memory of this agent, as JSON.",
+        mime_type="application/json",
+    )
+    async def memory_resource(memory_id: str) -> str:
+        return json.dumps(await call(tools.get_memory, memory_id), ensure_ascii=False, default=str)
+
+    @server.resource(
+        "memoryui://stats",
+        name="stats",
+        description="Counts of this agent's memories by kind, tier and status, as JSON.",
+        mime_type="application/json",
+    )
+    async def stats_resource() -> str:
+        return json.dumps(await call(tools.stats), ensure_ascii=False, default=str)
+
+    return server
+
+
+server = build()

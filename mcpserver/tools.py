@@ -1,0 +1,274 @@
+"""What the MCP tools and resources do, as plain functions of a `Caller` and the tool's arguments.
+
+Each function does what its REST endpoint does, with the same serializers, domain calls and
+refusals, so an agent gets the same answer over MCP as over `/api/`. Errors are raised as the
+API raises them (DRF exceptions, `rest.ApiError`); `error_of()` turns one into the API's JSON
+error shape and status, which the server sends as an MCP error.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from rest_framework import exceptions
+
+from memoryui import rest, roles, rules, untrusted, writing
+from memoryui.models import ApiToken, Memory
+from memoryui.serializers import MemoryInputSerializer, MemorySerializer
+from recall.models import RecallProfile, RecallTrace
+from recall.pipeline import recall as run_recall
+from recall.pipeline import record_recall
+from recall.serializers import RecallRequestSerializer
+from searchindex.search import SearchError, clean_query, search
+
+LIST_LIMIT = 20
+LIST_MAX = 100
+NOT_FOUND = "No memory with this id in the scopes you can see."
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling, over which connection: one scope, and a token (HTTP, or stdio given one) or none.
+
+    A stdio server without a token runs as its local user: it reads and writes its scope, and its
+    changes are recorded as `mcp:stdio`. With a token, the token's scopes, its read or write access
+    and its owner's role apply as they do on the API, and its changes are recorded as `token:<name>`.
+    """
+
+    scope: str
+    token: ApiToken | None = None
+
+    @property
+    def actor(self) -> str:
+        return f"token:{self.token.name}" if self.token else "mcp:stdio"
+
+    def check_reads(self) -> None:
+        if self.token is None:
+            return
+        role = roles.role_of(self.token.user)
+        if role is None:
+            raise exceptions.PermissionDenied("This needs the viewer role; this token's owner is no role.")
+
+    def check_writes(self) -> None:
+        self.check_reads()
+        if self.token is None:
+            return
+        if not self.token.can_write:
+            raise exceptions.PermissionDenied("This token is read-only: it may read and recall, not change anything.")
+        role = roles.role_of(self.token.user)
+        if role is None or role < roles.Role.EDITOR:
+            held = f"{role.article} {role}" if role else "no role"
+            raise exceptions.PermissionDenied(f"This needs the editor role; this token's owner is {held}.")
+
+
+def connection_scope(scope: str | None, token: ApiToken | None) -> str:
+    """The scope a connection works in: the one asked for (which the token must cover), or the
+    token's only scope. Raises the API's 400 or 403 otherwise."""
+    allowed = token.allowed_scopes if token else None
+    if scope:
+        problems: dict[str, list[str]] = {}
+        normalized = rest.scope_param(scope, problems)
+        if problems:
+            raise exceptions.ValidationError(problems)
+        if allowed is not None and normalized not in allowed:
+            raise rest.ApiError(
+                403,
+                f"This token may not read scope {normalized}.",
+                {"scope": [f"{normalized} is outside this token's scopes: {', '.join(allowed)}"]},
+            )
+        return normalized
+    if allowed is not None and len(allowed) == 1:
+        return allowed[0]
+    message = "Name the scope this connection works in (e.g. ?scope=agent:main)."
+    if allowed:
+        message += f" This token covers: {', '.join(allowed)}."
+    raise exceptions.ValidationError({"scope": [message]})
+
+
+def error_of(exc: Exception) -> tuple[int, dict] | None:
+    """The API's status and JSON error body for an exception, or None when it is not one the API answers."""
+    response = rest.exception_handler(exc, {})
+    return None if response is None else (response.status_code, response.data)
+
+
+def memory_dict(memory: Memory) -> dict:
+    """A memory as the API shows it, without the API's own URL."""
+    data = dict(_PlainMemory(memory).data)
+    data["status"] = memory.status
+    return data
+
+
+class _PlainMemory(MemorySerializer):
+    class Meta(MemorySerializer.Meta):
+        fields = [name for name in MemorySerializer.Meta.fields if name != "url"]
+        read_only_fields = fields
+
+
+def _memory(caller: Caller, memory_id: str, *, lock: bool = False) -> Memory:
+    try:
+        pk = uuid.UUID(str(memory_id).strip())
+    except ValueError:
+        raise exceptions.ValidationError({"id": [f"{str(memory_id)[:40]!r} is not a memory id (a UUID)"]}) from None
+    queryset = Memory.objects.filter(scope=caller.scope, pk=pk)
+    if lock:
+        queryset = queryset.select_for_update()
+    memory = queryset.first()
+    if memory is None:
+        raise exceptions.NotFound(NOT_FOUND)
+    return memory
+
+
+def search_memory(caller: Caller, query: str, limit: int | None = None) -> dict:
+    caller.check_reads()
+    try:
+        clean_query(query)
+    except SearchError as exc:
+        raise exceptions.ValidationError({"query": [str(exc)]}) from None
+    if not untrusted.is_visible(query):
+        raise exceptions.ValidationError(
+            {"query": ["The query holds nothing visible (only spaces, zero-width or control characters)."]}
+        )
+    found = search(query, scopes=[caller.scope], limit=limit)
+    data = found.to_dict()
+    return {
+        "query": data["query"],
+        "scope": caller.scope,
+        "answer": data["answer"],
+        "results": [_found(item) for item in data["results"]],
+        "notices": data["notices"],
+        "degraded": data["degraded"],
+    }
+
+
+def _found(item: dict) -> dict:
+    keep = ("id", "text", "kind", "tier", "pinned", "score", "label", "vector_rank", "bm25_rank", "reasons")
+    return {key: item[key] for key in keep if key in item}
+
+
+def recall(caller: Caller, query: str, recent_tools: list[str] | None = None, limit: int | None = None) -> dict:
+    caller.check_reads()
+    body = {"query": query, "scope": caller.scope, "tools": recent_tools or []}
+    if limit is not None:
+        body["limit"] = limit
+    request = RecallRequestSerializer(data=body)
+    request.is_valid(raise_exception=True)
+    data = request.validated_data
+    profile = RecallProfile.objects.resolve(None)
+    try:
+        result = run_recall(
+            data["query"],
+            scope=data["scope"],
+            tools=data["tools"],
+            limit=data.get("limit"),
+            settings=profile.settings,
+            profile=profile.name,
+        )
+    except SearchError as exc:
+        raise exceptions.ValidationError({"query" if exc.field == "q" else exc.field: [str(exc)]}) from None
+    record_recall(result, actor=caller.actor)
+    trace = None
+    if random.random() < (settings.MEMORYUI_RECALL_TRACE_RATE or 0.0):
+        trace = RecallTrace.record(result, source=RecallTrace.Source.MCP, actor=caller.actor, profile=profile)
+    return {**result.to_dict(full=False), "trace_id": str(trace.pk) if trace else None}
+
+
+def remember(caller: Caller, text: str, kind: str | None = None, entity_key: str | None = None) -> dict:
+    """Write through the write path: validated, placed by kind, deduplicated."""
+    caller.check_writes()
+    body = {"scope": caller.scope, "text": text, "kind": kind or rules.Kind.REMEMBER, "source": "remember"}
+    if entity_key:
+        body["entity_key"] = entity_key
+    serializer = MemoryInputSerializer(data=body)
+    serializer.is_valid(raise_exception=True)
+    with transaction.atomic():
+        memory, created = writing.write(actor=caller.actor, **serializer.validated_data)
+    return {**memory_dict(memory), "merged": not created, "merged_into": None if created else str(memory.pk)}
+
+
+def get_memory(caller: Caller, memory_id: str) -> dict:
+    caller.check_reads()
+    return memory_dict(_memory(caller, memory_id))
+
+
+def pin(caller: Caller, memory_id: str) -> dict:
+    caller.check_writes()
+    with transaction.atomic():
+        memory = _memory(caller, memory_id, lock=True)
+        memory.pin(actor=caller.actor)
+    return memory_dict(memory)
+
+
+def tombstone(caller: Caller, memory_id: str, reason: str) -> dict:
+    caller.check_writes()
+    if not (reason or "").strip():
+        raise exceptions.ValidationError({"reason": ["This field may not be blank."]})
+    with transaction.atomic():
+        memory = _memory(caller, memory_id, lock=True)
+        memory.tombstone(reason.strip(), actor=caller.actor)
+    return memory_dict(memory)
+
+
+def list_memories(
+    caller: Caller,
+    kind: str | None = None,
+    tier: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> dict:
+    """Active memories of the scope, newest first, a page at a time; `next_cursor` asks for the next page."""
+    caller.check_reads()
+    problems: dict[str, list[str]] = {}
+    if kind:
+        rest.choice_param("kind", kind, rules.KINDS, problems)
+    if tier:
+        rest.choice_param("tier", tier, rules.TIERS, problems)
+    size = LIST_LIMIT if limit is None else limit
+    if not 1 <= size <= LIST_MAX:
+        problems["limit"] = [f"must be between 1 and {LIST_MAX}, got {size}"]
+    after = _read_cursor(cursor, problems) if cursor else None
+    if problems:
+        raise exceptions.ValidationError(problems)
+    memories = Memory.objects.active().filter(scope=caller.scope).order_by("-created_at", "-id")
+    if kind:
+        memories = memories.filter(kind=kind)
+    if tier:
+        memories = memories.filter(tier=tier)
+    if after:
+        created_at, pk = after
+        memories = memories.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
+    page = list(memories[: size + 1])
+    more = len(page) > size
+    page = page[:size]
+    return {
+        "scope": caller.scope,
+        "memories": [memory_dict(memory) for memory in page],
+        "next_cursor": _cursor_of(page[-1]) if more else None,
+    }
+
+
+def _cursor_of(memory: Memory) -> str:
+    raw = f"{memory.created_at.isoformat()}|{memory.pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _read_cursor(cursor: str, problems: dict) -> tuple[datetime, uuid.UUID] | None:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        when, pk = raw.split("|")
+        return datetime.fromisoformat(when), uuid.UUID(pk)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        problems["cursor"] = ["is not a cursor this server gave (pass next_cursor as it came)"]
+        return None
+
+
+def stats(caller: Caller) -> dict:
+    caller.check_reads()
+    return {"scope": caller.scope, **Memory.objects.filter(scope=caller.scope).stats()}

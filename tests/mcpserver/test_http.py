@@ -1,0 +1,114 @@
+"""Streamable HTTP at /mcp/ in the live app, with the mcp SDK's client and the API's Bearer tokens.
+
+Who is who: reader is bob's read token for agent:main only (bob is a viewer); the agent token
+(alice's) may write everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from memoryui.models import ApiToken, Memory, MemoryEvent
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def reader(bob) -> str:
+    _, raw = ApiToken.issue(user=bob, name="reader", scopes=["agent:main"], access=ApiToken.Access.READ)
+    return raw
+
+
+@pytest.fixture
+def memories(indexes, write) -> dict[str, Memory]:
+    return {
+        "mine": write("The staging cluster runs on k3s with three nodes.", kind="fact"),
+        "other": write("The other agent's deploy key is in vault under ops/other.", kind="fact", scope="agent:other"),
+    }
+
+
+def session(url: str, token: str, work):
+    """Run `work(client)` in an MCP session over streamable HTTP with this token; its answer."""
+    answer: dict = {}
+
+    async def run():
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            answer["value"] = await work(client)
+
+    anyio.run(run)
+    return answer["value"]
+
+
+async def refused(client: Client, name: str, arguments: dict) -> MCPError:
+    try:
+        await client.call_tool(name, arguments)
+    except MCPError as exc:
+        return exc
+    raise AssertionError(f"{name} was not refused")
+
+
+def test_a_scoped_read_token_reads_its_scope_and_may_not_write(live_server, memories, reader):
+    other = str(memories["other"].pk)
+
+    async def work(client: Client) -> dict:
+        found = await client.call_tool("search_memory", {"query": "how many nodes does staging have"})
+        exact = await client.call_tool("search_memory", {"query": "ops/other"})
+        return {
+            "tools": [tool.name for tool in (await client.list_tools()).tools],
+            "found": json.loads(found.content[0].text),
+            "exact": json.loads(exact.content[0].text),
+            "remember": await refused(client, "remember", {"text": "The user likes tea."}),
+            "other": await refused(client, "get_memory", {"id": other}),
+            "tombstone": await refused(client, "tombstone", {"id": other, "reason": "not mine"}),
+        }
+
+    seen = session(f"{live_server.url}/mcp/", reader, work)
+    assert "remember" in seen["tools"]
+    assert [item["id"] for item in seen["found"]["results"]] == [str(memories["mine"].pk)]
+    assert seen["exact"]["results"] == []
+    remember = seen["remember"]
+    assert (remember.code, remember.data["code"], remember.data["status"]) == (-32003, "forbidden", 403)
+    assert remember.message == "This token is read-only: it may read and recall, not change anything."
+    assert (seen["other"].code, seen["other"].data["code"]) == (-32004, "not_found")
+    assert seen["tombstone"].data["code"] == "forbidden"
+    assert Memory.objects.filter(text__icontains="tea").count() == 0
+    assert Memory.objects.get(pk=other).status == "active"
+
+
+def test_a_write_token_remembers_and_its_name_is_in_the_history(live_server, memories, agent_token):
+    async def work(client: Client) -> dict:
+        result = await client.call_tool("remember", {"text": "The on-call rotation changes on Mondays."})
+        return json.loads(result.content[0].text)
+
+    written = session(f"{live_server.url}/mcp/?scope=agent:main", agent_token, work)
+    assert written["scope"] == "agent:main" and written["kind"] == "remember"
+    assert MemoryEvent.objects.get(memory_id=written["id"], action="created").actor == "token:agent"
+
+
+def test_refusals_before_the_session_are_the_apis_json_errors(live_server, memories, reader, agent_token):
+    url = f"{live_server.url}/mcp/"
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    anonymous = httpx.post(url, json=hello)
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "unauthorized"
+    assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+    revoked = httpx.post(url, json=hello, headers={"Authorization": "Bearer mui_not-a-token"})
+    assert revoked.status_code == 401
+    outside = httpx.post(f"{url}?scope=agent:other", json=hello, headers={"Authorization": f"Bearer {reader}"})
+    assert outside.status_code == 403 and outside.json()["error"]["details"]["scope"]
+    unscoped = httpx.post(url, json=hello, headers={"Authorization": f"Bearer {agent_token}"})
+    assert unscoped.status_code == 400 and "scope" in unscoped.json()["error"]["details"]
+    stream = httpx.get(url, headers={"Authorization": f"Bearer {reader}"})
+    assert stream.status_code == 405 and stream.headers["Allow"] == "POST"
