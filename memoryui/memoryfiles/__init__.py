@@ -24,7 +24,6 @@ import uuid
 from dataclasses import dataclass, field
 
 FORMATS = ("markdown-dir", "context-file", "mem0", "jsonl")
-IMPORTABLE = FORMATS
 EXPORTABLE = ("jsonl", "markdown-dir", "mem0")
 
 # The namespace of every imported memory's stable id (uuid5 of it and the memory's identity).

@@ -38,9 +38,9 @@ _OWNERS = (("user_id", "user"), ("agent_id", "agent"), ("run_id", "session"))
 def items_of(data: object) -> list | None:
     """The memories of a get_all body, or None when it is not one."""
     if isinstance(data, dict) and isinstance(data.get("results"), list):
-        data = data["results"]
-    if isinstance(data, list) and all(isinstance(item, dict) and "memory" in item for item in data):
-        return data
+        return data["results"]
+    if isinstance(data, list) and any(isinstance(item, dict) and "memory" in item for item in data):
+        return data  # an item that is not a memory is an error of its own
     return None
 
 
@@ -74,6 +74,9 @@ def parse(files: Iterable[SourceFile], *, scope: str | None) -> Parsed:
             parsed.error(source.name, 1, 'not a mem0 export: expected {"results": [{"id", "memory", …}]} or a list')
             continue
         for number, item in enumerate(items, start=1):
+            if not isinstance(item, dict):
+                parsed.error(source.name, number, f"results[{number - 1}]: not a JSON object")
+                continue
             try:
                 record = _record(item, scope)
             except (FormatError, ValueError) as exc:

@@ -97,3 +97,17 @@ def test_sections_end_at_the_next_heading_of_their_level_and_code_blocks_are_ski
         (12, "four continued"),
         (15, "five"),
     ]
+
+
+def test_dedup_merges_a_bullet_into_the_memory_that_says_it_already(make_memory):
+    existing = make_memory("Use pnpm, not npm, for the dashboard in `web/`.", kind="preference")
+    preview = run("import_memories", FIXTURES / "CLAUDE.md", "--scope", "agent:main", "--dedup", "--dry-run")
+    assert [(r["action"], r.get("into")) for r in preview["preview"]] == [
+        ("new", None),
+        ("new", None),
+        ("merged", str(existing.pk)),
+    ]
+    report = run("import_memories", FIXTURES / "CLAUDE.md", "--scope", "agent:main", "--dedup")
+    assert (report["imported"], report["merged"]) == (2, 1)
+    existing.refresh_from_db()
+    assert existing.access_count == 1 and existing.events.filter(action="merged", actor="import").exists()

@@ -135,3 +135,8 @@ def test_a_directory_needs_a_scope():
 )
 def test_type_to_kind_rule(type_, body, kind):
     assert markdown.kind_for(type_, body)[0] == kind
+
+
+def test_atomic_writes_nothing_when_one_file_is_broken():
+    report = run_failing("import_memories", FIXTURES / "markdown-dir-broken", "--scope", "agent:main", "--atomic")
+    assert (report["imported"], len(report["errors"]), Memory.objects.count()) == (0, 1, 0)

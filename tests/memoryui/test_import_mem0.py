@@ -89,3 +89,14 @@ def test_a_file_that_is_not_a_mem0_export_is_refused(tmp_path):
     report = run_failing("import_memories", path, "--format", "mem0")
     assert report["errors"][0]["error"].startswith("not a mem0 export")
     assert "not a mem0 export" in run_failing("import_memories", path)["error"]  # nor detected as one
+
+
+def test_an_item_without_text_or_not_an_object_is_named_while_the_rest_import(tmp_path):
+    data = json.loads(EXPORT.read_text())
+    data["results"][0].pop("memory")
+    data["results"].append("not a memory")
+    path = tmp_path / "mem0.json"
+    path.write_text(json.dumps(data))
+    report = run_failing("import_memories", path)
+    assert report["imported"] == 4
+    assert [(e["line"], e["error"].split(":")[0]) for e in report["errors"]] == [(1, "text"), (6, "results[5]")]
