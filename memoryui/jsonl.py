@@ -515,10 +515,8 @@ def import_lines(
     if scope is not None:
         scope = rules.normalize_scope(scope)
     valid, errors = parse_lines(lines, scope=scope)
-    return import_records(
-        valid, errors, scope_override=scope is not None, atomic=atomic, dedup=dedup, allow_move=allow_move,
-        actor=actor, dry_run=dry_run,
-    )  # fmt: skip
+    options = {"atomic": atomic, "dedup": dedup, "allow_move": allow_move, "actor": actor, "dry_run": dry_run}
+    return import_records(valid, errors, scope_override=scope is not None, **options)
 
 
 def import_records(
@@ -572,7 +570,8 @@ def _preview(steps: list[_Step], report: ImportReport) -> None:
             {
                 "line": step.line,
                 "action": action,
-                "id": str(memory.pk),
+                # A new line without an id gets a random one when it is written: none to show yet.
+                "id": str(memory.pk) if step.action in ("skip", "update") or "id" in step.fields else None,
                 **values,
                 "changes": sorted(step.changes),
                 **({"into": str(into)} if into else {}),

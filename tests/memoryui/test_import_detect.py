@@ -77,11 +77,11 @@ def test_jsonl_keeps_its_errors_by_line_and_gains_a_dry_run(tmp_path):
     report = run_failing("import_memories", path, "--dry-run")
     assert (report["imported"], report["dry_run"], Memory.objects.count()) == (4, True, 0)
     assert report["errors"] == [{"line": 5, "error": report["errors"][0]["error"]}]  # no file: one file
-    assert [(row["line"], row["kind"], row["tier"]) for row in report["preview"]] == [
-        (1, "entity", "core"),
-        (2, "preference", "core"),
-        (3, "procedure", "working"),
-        (4, "note", "peripheral"),
+    assert [(row["line"], row["kind"], row["tier"], row["id"]) for row in report["preview"]] == [
+        (1, "entity", "core", "0b5e7f1a-2c3d-4e5f-8a9b-1c2d3e4f5a6b"),
+        (2, "preference", "core", "1c6f8a2b-3d4e-4f6a-9b0c-2d3e4f5a6b7c"),
+        (3, "procedure", "working", None),  # no id in the line: a new one when written
+        (4, "note", "peripheral", None),
     ]
     report = run_failing("import_memories", path)
     assert counts("kind") == {"entity": 1, "preference": 1, "procedure": 1, "note": 1}

@@ -127,3 +127,12 @@ def test_htmx_gets_the_form_with_its_errors_in_the_panel(erin_client):
     assert "no scope: choose the scope" in body
     response = erin_client.post(URL, {"scope": "agent:main"}, headers=HTMX)
     assert "<html" not in response.content.decode() and "This field is required" in response.content.decode()
+
+
+def test_a_jsonl_upload_previews_by_line_and_imports_with_its_own_scopes(erin_client):
+    body = erin_client.post(URL, {"file": upload("memories.jsonl")}).content.decode()
+    assert "(jsonl)" in body and "Would import 4 memories" in body
+    assert body.count("new id") == 2  # two lines carry no id: they get one when written
+    assert '<td class="mono small">line 3</td>' in body
+    erin_client.post(URL, {"token": erin_client.session["pending_import"]["token"], "confirmed": "1"})
+    assert counts("tier") == {"core": 2, "working": 1, "peripheral": 1}

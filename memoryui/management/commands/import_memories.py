@@ -86,8 +86,9 @@ class Command(ReportingCommand):
         if report.dry_run:
             for row in report.preview:
                 where = f"{row['file']}:{row['line']}" if "file" in row else f"line {row['line']}"
+                memory_id = row["id"] or "(new id)"
                 self.stdout.write(
-                    f"{row['action']:<9} {row['kind']:<13} {row['tier']:<10} {row['scope']:<20} {row['id']}  "
+                    f"{row['action']:<9} {row['kind']:<13} {row['tier']:<10} {row['scope']:<20} {memory_id:<36}  "
                     f"{row['text'][:70]!r}  ({where})"
                 )
         verb = "Would import" if report.dry_run else "Imported"
