@@ -65,11 +65,13 @@ def _import_parsed(parsed: Parsed, *, format: str, scope_override: bool, atomic:
         except ValueError as exc:  # MemoryValidationError is one
             invalid.append({"line": position, "error": str(exc)})
             continue
-        if fields["id"] in first_of:
-            file, line = first_of[fields["id"]]
-            invalid.append({"line": position, "error": f"id: {fields['id']} is already used in {file} line {line}"})
+        memory_id = fields.get("id")  # every reader gives one, but a hand-written export may not
+        if memory_id in first_of:
+            file, line = first_of[memory_id]
+            invalid.append({"line": position, "error": f"id: {memory_id} is already used in {file} line {line}"})
             continue
-        first_of[fields["id"]] = (candidate.file, candidate.line)
+        if memory_id is not None:
+            first_of[memory_id] = (candidate.file, candidate.line)
         valid.append((position, fields))
 
     if atomic and parsed.errors:

@@ -126,6 +126,9 @@ def _parse_file(name: str, text: str, scope: str | None, parsed: Parsed) -> None
             parsed.error(name, 2, "no scope: the front matter names none; choose one (--scope)")
             return
         record.setdefault("source", "import")
+        if record.get("kind") is None:  # a hand-written block: the agent's type says the kind
+            record["kind"], confidence = kind_for(front.get("type"), body)
+            record.setdefault("confidence", confidence)
         if record.get("id") is None:
             record["id"] = str(stable_id(FORMAT, str(record["scope"]), name))
         parsed.candidates.append(Candidate(name, body_line, record))

@@ -140,3 +140,12 @@ def test_type_to_kind_rule(type_, body, kind):
 def test_atomic_writes_nothing_when_one_file_is_broken():
     report = run_failing("import_memories", FIXTURES / "markdown-dir-broken", "--scope", "agent:main", "--atomic")
     assert (report["imported"], len(report["errors"]), Memory.objects.count()) == (0, 1, 0)
+
+
+def test_two_files_of_one_id_are_an_error_on_the_second(tmp_path):
+    body = "---\nname: Editor\ntype: feedback\nmemoryui:\n  id: 6c1e2a8b-1f0a-4c55-9a51-8f8f5a1d2b3c\n---\n"
+    (tmp_path / "a.md").write_text(body + "Use vim keybindings.\n")
+    (tmp_path / "b.md").write_text(body + "Use emacs keybindings.\n")
+    report = run_failing("import_memories", tmp_path, "--scope", "agent:main")
+    assert report["imported"] == 1
+    assert report["errors"][0]["file"] == "b.md" and "already used in a.md" in report["errors"][0]["error"]
