@@ -654,4 +654,6 @@ class MemoryImportForm(forms.Form):
                 cleaned["format"] = memoryfiles_detect.detect(files, given_a_directory=name.lower().endswith(".zip"))
             except FormatError as exc:
                 self.add_error("format", str(exc))
+        if cleaned.get("format") == "context-file" and not cleaned.get("scope") and "scope" not in self.errors:
+            self.add_error("scope", "a context file does not say whose memories they are: choose a scope")
         return cleaned

@@ -123,10 +123,16 @@ def test_htmx_gets_the_form_with_its_errors_in_the_panel(erin_client):
     response = erin_client.post(URL, {"file": upload("GEMINI.md")}, headers=HTMX)
     body = response.content.decode()
     assert response.status_code == 200
-    assert "<html" not in body and "data-import-form" not in body  # previewed: the errors are per file
-    assert "no scope: choose the scope" in body
+    assert "<html" not in body and "data-import-form" in body
+    assert "<b>Scope</b>: a context file does not say whose memories they are" in body
     response = erin_client.post(URL, {"scope": "agent:main"}, headers=HTMX)
     assert "<html" not in response.content.decode() and "This field is required" in response.content.decode()
+
+
+def test_a_memory_directory_without_a_scope_names_each_file_in_the_preview(erin_client):
+    body = erin_client.post(URL, {"file": upload("memory.zip", zipped_directory())}).content.decode()
+    assert body.count("no scope: choose the scope") == 8
+    assert "data-import-nothing" in body and Memory.objects.count() == 0
 
 
 def test_a_jsonl_upload_previews_by_line_and_imports_with_its_own_scopes(erin_client):
