@@ -15,6 +15,8 @@ from django.utils.text import capfirst
 
 from memoryui import rules, untrusted, writing
 from memoryui.ingestion import IngestReport, TranscriptError, ingest
+from memoryui.memoryfiles import FormatError
+from memoryui.memoryfiles import detect as memoryfiles_detect
 from memoryui.models import ApiToken, ConflictError, Memory, TaskRun
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 from memoryui.tasks import enqueue_extraction
@@ -587,3 +589,71 @@ def _same_value(key: str, a, b: str) -> bool:
         except rules.ScopeError:
             return False
     return a.strip() == b.strip()
+
+
+# --- memory import ---------------------------------------------------------------------------
+
+IMPORT_FORMAT_CHOICES = [
+    ("", "Detect from the file"),
+    ("markdown-dir", "Markdown memory files (.md with front matter, or a .zip of the directory)"),
+    ("context-file", "Added memories of a CLAUDE.md / GEMINI.md / QWEN.md"),
+    ("mem0", "mem0 export (get_all JSON)"),
+    ("jsonl", "memoryui JSONL"),
+]
+
+
+class MemoryImportForm(forms.Form):
+    """Upload an agent's memory store (memoryui.memoryfiles): the file, its format (or detected)
+    and the scope. `cleaned_data` gets the files read, the format and the normalized scope."""
+
+    file = forms.FileField(
+        label="File",
+        widget=forms.ClearableFileInput(attrs={"accept": ".md,.json,.jsonl,.zip"}),
+        help_text="A .md memory or context file, a .zip of a markdown memory directory, a mem0 .json export "
+        "or a memoryui .jsonl file.",
+    )
+    format = forms.ChoiceField(label="Format", choices=IMPORT_FORMAT_CHOICES, required=False)
+    scope = forms.CharField(
+        required=False,
+        max_length=rules.SCOPE_MAX_LENGTH,
+        widget=forms.TextInput(attrs={"placeholder": "from the file", "list": "scope-options"}),
+        help_text="Where the memories go, e.g. agent:main. Blank: the file's own (mem0's user or agent, the "
+        "JSONL lines, an export of ours); markdown and context files need one.",
+    )
+    dedup = forms.BooleanField(
+        label="Merge duplicates",
+        required=False,
+        help_text="A memory with the same text or entity key as one already in the scope is merged into it.",
+    )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            raise forms.ValidationError(f"is {upload.size:,} bytes; at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,}")
+        try:
+            self.cleaned_data["files"] = memoryfiles_detect.read_upload(upload.name, upload.read())
+        except FormatError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return upload
+
+    def clean_scope(self):
+        raw = self.cleaned_data["scope"].strip()
+        if not raw:
+            return None
+        try:
+            return rules.normalize_scope(raw)
+        except rules.ScopeError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        cleaned = super().clean()
+        files = cleaned.get("files")
+        if files is not None and not cleaned.get("format"):
+            name = cleaned["file"].name
+            try:
+                cleaned["format"] = memoryfiles_detect.detect(files, given_a_directory=name.lower().endswith(".zip"))
+            except FormatError as exc:
+                self.add_error("format", str(exc))
+        if cleaned.get("format") == "context-file" and not cleaned.get("scope") and "scope" not in self.errors:
+            self.add_error("scope", "a context file does not say whose memories they are: choose a scope")
+        return cleaned

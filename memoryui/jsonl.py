@@ -311,7 +311,8 @@ def _insert_rows(model: type[models.Model], objects: list[models.Model]) -> None
 
 @dataclass
 class ImportReport(Report):
-    """What an import did. `updated` counts lines whose id existed with different content."""
+    """What an import did (or, with `dry_run`, would do). `updated` counts lines whose id existed
+    with different content; `preview` (a dry run only) says per memory what would happen."""
 
     imported: int = 0
     updated: int = 0
@@ -319,6 +320,12 @@ class ImportReport(Report):
     skipped: int = 0
     errors: list[dict] = field(default_factory=list)
     batch: uuid.UUID | None = None
+    dry_run: bool | None = field(default=None, metadata={"omit_empty": True})  # True, or left out
+    preview: list[dict] = field(default_factory=list, metadata={"omit_empty": True})
+
+
+# What a dry run calls each step: new, unchanged, updated; a dedup step is new or merged.
+_PREVIEW_ACTIONS = {"create": "new", "skip": "unchanged", "update": "updated"}
 
 
 @dataclass
@@ -493,6 +500,7 @@ def import_lines(
     dedup: bool = False,
     allow_move: bool = False,
     actor: str = IMPORT_ACTOR,
+    dry_run: bool = False,
 ) -> ImportReport:
     """Import memory JSONL: validate the whole input first, then write inside one transaction.
 
@@ -506,14 +514,36 @@ def import_lines(
     """
     if scope is not None:
         scope = rules.normalize_scope(scope)
-    now = timezone.now()
     valid, errors = parse_lines(lines, scope=scope)
-    report = ImportReport(errors=errors)
+    options = {"atomic": atomic, "dedup": dedup, "allow_move": allow_move, "actor": actor, "dry_run": dry_run}
+    return import_records(valid, errors, scope_override=scope is not None, **options)
+
+
+def import_records(
+    valid: list[tuple[int, dict]],
+    errors: list[dict],
+    *,
+    scope_override: bool = False,
+    atomic: bool = False,
+    dedup: bool = False,
+    allow_move: bool = False,
+    actor: str = IMPORT_ACTOR,
+    dry_run: bool = False,
+) -> ImportReport:
+    """Plan and write records already validated by `parse_record`, numbered by position (a line,
+    or any increasing number the caller maps back), as `import_lines` does; `errors` are the
+    positions that did not validate. With `dry_run` nothing is written: the report counts what
+    would be and its `preview` lists each memory with what would happen to it."""
+    now = timezone.now()
+    report = ImportReport(errors=list(errors), dry_run=dry_run or None)
     if atomic and errors:
         return report
-    steps, plan_errors = _plan(valid, dedup=dedup, scope_override=scope is not None, allow_move=allow_move, now=now)
-    report.errors = sorted(errors + plan_errors, key=lambda error: error["line"])
+    steps, plan_errors = _plan(valid, dedup=dedup, scope_override=scope_override, allow_move=allow_move, now=now)
+    report.errors = sorted(report.errors + plan_errors, key=lambda error: error["line"])
     if atomic and report.errors:
+        return report
+    if dry_run:
+        _preview(steps, report)
         return report
     report.batch = uuid.uuid4()
     try:
@@ -525,6 +555,30 @@ def import_lines(
     if not (report.imported or report.updated or report.merged):
         report.batch = None  # no event carries it
     return report
+
+
+def _preview(steps: list[_Step], report: ImportReport) -> None:
+    """Count and list what the steps would do, writing nothing."""
+    for step in steps:
+        memory, action = step.memory, _PREVIEW_ACTIONS.get(step.action)
+        into = None
+        if step.action == "dedup":
+            duplicate = Memory.objects.find_duplicate(memory.scope, memory.content_hash, memory.entity_key)
+            action, into = ("merged", duplicate[0].pk) if duplicate else ("new", None)
+        values = {name: step.changes.get(name, getattr(memory, name)) for name in ("scope", "kind", "tier", "text")}
+        report.preview.append(
+            {
+                "line": step.line,
+                "action": action,
+                # A new line without an id gets a random one when it is written: none to show yet.
+                "id": str(memory.pk) if step.action in ("skip", "update") or "id" in step.fields else None,
+                **values,
+                "changes": sorted(step.changes),
+                **({"into": str(into)} if into else {}),
+            }
+        )
+        counter = {"new": "imported", "unchanged": "skipped", "updated": "updated", "merged": "merged"}[action]
+        setattr(report, counter, getattr(report, counter) + 1)
 
 
 # --- export ------------------------------------------------------------------------------
@@ -543,15 +597,20 @@ def memory_record(memory: Memory) -> dict:
     return record
 
 
-def export_lines(*, scope: str | None = None, include_tombstoned: bool = False) -> Iterator[str]:
-    """Yield one JSON line (with its newline) per memory, ordered by (created_at, id)."""
+def export_records(*, scope: str | None = None, include_tombstoned: bool = False) -> Iterator[dict]:
+    """Yield `memory_record` of each memory to export, ordered by (created_at, id)."""
     memories = Memory.objects.order_by("created_at", "id")
     if scope is not None:
         memories = memories.filter(scope=rules.normalize_scope(scope))
     if not include_tombstoned:
         memories = memories.active()
     for memory in memories.iterator(chunk_size=2000):
-        record = memory_record(memory)
+        yield memory_record(memory)
+
+
+def export_lines(*, scope: str | None = None, include_tombstoned: bool = False) -> Iterator[str]:
+    """Yield one JSON line (with its newline) per memory, ordered by (created_at, id)."""
+    for record in export_records(scope=scope, include_tombstoned=include_tombstoned):
         line = json.dumps(record, ensure_ascii=False, sort_keys=True)
         if untrusted.LONE_SURROGATE.search(line):
             # UTF-8 cannot hold a lone surrogate (a row stored before the input checks): the

@@ -6,13 +6,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from memoryui import views, views_hygiene, views_transcripts
+from memoryui import views, views_hygiene, views_import, views_transcripts
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("memories/", views.memory_list, name="memory_list"),
     path("memories/new/", views.memory_create, name="memory_create"),
     path("memories/bulk/", views.memory_bulk, name="memory_bulk"),
+    path("memories/import/", views_import.memory_import, name="memory_import"),
     path("memories/<uuid:pk>/", views.memory_detail, name="memory_detail"),
     path("memories/<uuid:pk>/edit/", views.memory_edit, name="memory_edit"),
     path("memories/<uuid:pk>/<slug:action>/", views.memory_action, name="memory_action"),

@@ -44,6 +44,7 @@ def test_every_page_renders_under_the_policy_with_nothing_refused(signed_in, liv
         "/",
         "/memories/",
         "/memories/new/",
+        "/memories/import/",
         f"/memories/{memory.pk}/",
         f"/memories/{memory.pk}/edit/",
         "/recall/",

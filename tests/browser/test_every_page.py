@@ -51,6 +51,7 @@ def demo_store(indexes, alice, django_capture_on_commit_callbacks) -> dict[str, 
         "memory": gotcha.get_absolute_url(),
         "memory-edit": f"{gotcha.get_absolute_url()}edit/",
         "memory-new": "/memories/new/",
+        "import": "/memories/import/",
         "search": "/memories/?q=article-list-query&scope=agent:ops-bot",
         "playground": (
             "/recall/?q=how+do+I+call+article-list-query&scope=agent:ops-bot&tools=mcp__ata__article-list-query"

@@ -83,6 +83,7 @@ def test_a_viewer_reads_the_pages_without_the_controls_that_change_memories(bob_
     assert "Prefers terse answers." in listing and "Prefers terse answers." in found
     assert 'id="bulk-form"' not in listing and f"/memories/{memory.pk}/pin/" not in listing
     assert "/memories/new/" not in listing and 'data-needs-role="editor"' in listing
+    assert "/memories/import/" not in listing
     assert f"/memories/{memory.pk}/edit/" not in detail and "tombstone/" not in detail
     assert 'data-needs-role="editor"' in detail and 'data-role="viewer"' in detail
     assert 'href="/admin/"' not in detail
@@ -103,6 +104,7 @@ def test_an_editor_sees_the_controls(erin_client, memory):
         ("/memories/{pk}/tombstone/", {"reason": "viewer"}),
         ("/memories/bulk/", {"action": "pin", "ids": "{pk}"}),
         ("/memories/{pk}/edit/", {"scope": "agent:main", "kind": "fact", "text": "Edited by a viewer."}),
+        ("/memories/import/", {"token": "any", "confirmed": "1"}),
     ],
 )
 def test_a_viewer_posting_a_change_gets_a_403_page_naming_the_editor_role(bob_client, memory, url, data):

@@ -1,27 +1,35 @@
-"""Load memory JSONL: a faithful restore by default, merged through dedup with --dedup."""
+"""Load memories: our JSONL (a faithful restore by default, merged through dedup with --dedup), or
+the memory files other agents keep (--format, detected when left out)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from memoryui import jsonl, rules
+from memoryui import rules
 from memoryui.management.base import ReportingCommand
+from memoryui.memoryfiles import FORMATS, FormatError, SourceFile, detect
+from memoryui.memoryfiles.importing import FileImportReport, import_files
 
 
 class Command(ReportingCommand):
     help = (
-        "Import memories from JSONL (PATH, or - for stdin). Duplicates are kept (a faithful restore) "
-        "unless --dedup; a line whose id exists is skipped when identical, updated otherwise, and never "
-        "moved to another scope unless --allow-move. Bad lines are reported with their line numbers and "
-        "the command exits 1."
+        "Import memories from PATH (or - for stdin): memoryui JSONL, a markdown memory directory "
+        "(one .md per memory with front matter), the added-memories bullets of a CLAUDE.md/GEMINI.md/"
+        "QWEN.md context file, or a mem0 get_all JSON export; --format, or detected from PATH. "
+        "Duplicates are kept (a faithful restore) unless --dedup; a memory whose id exists is skipped when "
+        "identical, updated otherwise, and never moved to another scope unless --allow-move. Memories read "
+        "from other tools' files get stable ids, so importing them again changes nothing. Bad files and lines "
+        "are reported by name and number and the command exits 1."
     )
     stealth_options = ("stdin",)
 
     def add_arguments(self, parser):
-        parser.add_argument("path", help="JSONL file, or - for standard input")
-        parser.add_argument("--scope", help="put every line in this scope (a bare id means agent:<id>)")
+        parser.add_argument("path", help="file or directory, or - for standard input")
+        parser.add_argument("--format", choices=FORMATS, help="the format of PATH (default: detected)")
+        parser.add_argument("--scope", help="put every memory in this scope (a bare id means agent:<id>)")
         parser.add_argument("--atomic", action="store_true", help="all or nothing: any bad line writes nothing")
         parser.add_argument("--dedup", action="store_true", help="merge duplicates through the write path")
         parser.add_argument(
@@ -30,41 +38,72 @@ class Command(ReportingCommand):
             help="move a memory whose id exists in another scope to the line's scope (or --scope), "
             "recorded in its history; without it such a line is an error",
         )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="show what would be written (each memory, new/unchanged/updated)"
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON report on stdout")
 
     def handle(self, *args, **options):
-        as_json = options["json"]
+        path = options["path"]
         try:
-            if options["path"] == "-":
-                stream = options.get("stdin") or sys.stdin.buffer
-                report = self._import(stream, options)
-            else:
-                with open(options["path"], "rb") as stream:
-                    report = self._import(stream, options)
+            files = self._read(path, options)
+            format = options["format"] or (
+                "jsonl" if path == "-" else detect.detect(files, given_a_directory=_is_dir(path))
+            )
+            report = import_files(
+                files,
+                format=format,
+                scope=options["scope"],
+                atomic=options["atomic"],
+                dedup=options["dedup"],
+                allow_move=options["allow_move"],
+                dry_run=options["dry_run"],
+            )
         except OSError as exc:
-            raise CommandError(f"cannot read {options['path']}: {exc.strerror or exc}") from None
+            raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
         except rules.ScopeError as exc:
             raise CommandError(f"--scope: {exc}") from None
+        except FormatError as exc:
+            raise CommandError(str(exc)) from None
 
-        if as_json:
+        if options["json"]:
             self.report(report.to_dict())
         else:
-            self.stdout.write(
-                f"Imported {report.imported}, updated {report.updated}, merged {report.merged}, "
-                f"skipped {report.skipped}, errors {len(report.errors)}."
-                + (f" Batch {report.batch}." if report.batch else "")
-            )
-            for error in report.errors:
-                self.stderr.write(f"line {error['line']}: {error['error']}")
+            self._say(report)
         if report.errors:
             written = "nothing was written (--atomic)" if options["atomic"] else "those lines were not imported"
+            if options["dry_run"]:
+                written = "nothing was written (--dry-run)"
             raise CommandError(f"{len(report.errors)} line(s) had errors; {written}")
 
-    def _import(self, stream, options) -> jsonl.ImportReport:
-        return jsonl.import_lines(
-            stream,
-            scope=options["scope"],
-            atomic=options["atomic"],
-            dedup=options["dedup"],
-            allow_move=options["allow_move"],
+    def _read(self, path: str, options) -> list[SourceFile]:
+        if path == "-":
+            stream = options.get("stdin") or sys.stdin.buffer
+            return [SourceFile("stdin", stream.read())]
+        return detect.read_path(path)
+
+    def _say(self, report: FileImportReport) -> None:
+        if report.dry_run:
+            for row in report.preview:
+                where = f"{row['file']}:{row['line']}" if "file" in row else f"line {row['line']}"
+                memory_id = row["id"] or "(new id)"
+                self.stdout.write(
+                    f"{row['action']:<9} {row['kind']:<13} {row['tier']:<10} {row['scope']:<20} {memory_id:<36}  "
+                    f"{row['text'][:70]!r}  ({where})"
+                )
+        verb = "Would import" if report.dry_run else "Imported"
+        self.stdout.write(
+            f"{verb} {report.imported}, updated {report.updated}, merged {report.merged}, "
+            f"skipped {report.skipped}, errors {len(report.errors)} ({report.format})."
+            + (f" Batch {report.batch}." if report.batch else "")
+            + (" Nothing was written (--dry-run)." if report.dry_run else "")
         )
+        for skipped in report.skipped_files:
+            self.stdout.write(f"skipped {skipped['file']}:{skipped['line']}: {skipped['reason']}")
+        for error in report.errors:
+            where = f"{error['file']} line {error['line']}" if "file" in error else f"line {error['line']}"
+            self.stderr.write(f"{where}: {error['error']}")
+
+
+def _is_dir(path: str) -> bool:
+    return Path(path).is_dir()
