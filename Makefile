@@ -58,6 +58,7 @@ bench: install
 	$(PY) bench/retrieval_quality.py
 	$(PY) bench/ingest.py
 	$(PY) bench/retrieval_latency.py --sizes 10000
+	$(PY) bench/mcp.py
 	$(PY) bench/recall_latency.py
 	$(PY) bench/extraction.py
 
