@@ -68,6 +68,7 @@ class Msg:
     tool_call_id: str | None = None  # on tool results
     channel: str | None = None  # chat, heartbeat, cron, system, ...
     source: str | None = None  # user, internal, banner, repair, compaction
+    created_at: str | None = None  # ISO 8601, as stored
 
     @classmethod
     def from_dict(cls, index: int, data: Mapping) -> Msg:
@@ -83,7 +84,18 @@ class Msg:
             tool_call_id=_optional(data.get("tool_call_id")),
             channel=_optional(data.get("channel")),
             source=_optional(data.get("source")),
+            created_at=_optional(data.get("created_at")),
         )
+
+    def as_dict(self) -> dict:
+        """The message in the transcript JSON shape (what `from_dict` reads)."""
+        data: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls]
+        for name in ("tool_call_id", "channel", "source", "created_at"):
+            if getattr(self, name):
+                data[name] = getattr(self, name)
+        return data
 
     @property
     def is_tool_result(self) -> bool:
