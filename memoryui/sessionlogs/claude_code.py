@@ -210,12 +210,12 @@ def write(messages: list[Msg], transcript: dict) -> list[dict]:
     lines: list[dict] = []
     parent: str | None = None
 
-    def event(kind: str, n: int, message: Msg, **fields) -> None:
+    def event(kind: str, n: int, msg: Msg, **fields) -> None:
         nonlocal parent
-        event_id = str(uuid.uuid5(_NAMESPACE, f"{session_id}/{message.index}/{n}"))
+        event_id = str(uuid.uuid5(_NAMESPACE, f"{session_id}/{msg.index}/{n}"))
         line = {"parentUuid": parent, **common, "type": kind, "uuid": event_id, **fields}
-        if message.created_at:
-            line["timestamp"] = message.created_at
+        if msg.created_at:
+            line["timestamp"] = msg.created_at
         lines.append(line)
         parent = event_id
 
