@@ -115,7 +115,7 @@ class ProjectedTranscriptSerializer(serializers.Serializer):
     external_id = serializers.CharField()
     scope = serializers.CharField()
     format = serializers.ChoiceField(
-        choices=sessionlogs.FORMATS, help_text="the format of `messages`: the one it came in, or `?format=`"
+        choices=sessionlogs.FORMATS, help_text="the format of `messages`: the one it came in, or `?as=`"
     )
     messages = serializers.ListField(
         child=serializers.DictField(),
@@ -312,7 +312,7 @@ class TranscriptDetailView(APIView):
             "transcripts in several of your scopes, `?scope=` picks one (else 409). With `?projected=true` the "
             "answer is instead the provider-safe message list every consumer sees — the trailing open tool "
             "exchange trimmed — written in the format the transcript came in (`openai`, `claude-code`, `gemini` "
-            "or `memoryui`), or in the one `?format=` names."
+            "or `memoryui`), or in the one `?as=` names."
         ),
         parameters=[
             OpenApiParameter("scope", str, description="The scope, when the id is used in several."),
@@ -322,7 +322,7 @@ class TranscriptDetailView(APIView):
                 description="true: only the projected message list, ready to send to a provider or resume from",
             ),
             OpenApiParameter(
-                "format",
+                "as",
                 str,
                 enum=list(sessionlogs.FORMATS),
                 description="with projected=true: the format to write (default: the one the transcript came in)",
@@ -339,14 +339,15 @@ class TranscriptDetailView(APIView):
     )
     def get(self, request, pk):
         transcript = _transcript(request, pk)
-        wanted = request.query_params.get("format", "")
+        # `as`, not `format`: DRF reads `?format=` as the response's own format.
+        wanted = request.query_params.get("as", "")
         if not _flag(request.query_params, "projected"):
             if wanted:
-                raise exceptions.ValidationError({"format": ["only with projected=true"]})
+                raise exceptions.ValidationError({"as": ["only with projected=true"]})
             return Response(transcript_detail(transcript))
         if wanted:
             problems: dict = {}
-            wanted = rest.choice_param("format", wanted, sessionlogs.FORMATS, problems)
+            wanted = rest.choice_param("as", wanted, sessionlogs.FORMATS, problems)
             if problems:
                 raise exceptions.ValidationError(problems)
         export = sessionlogs.export(transcript, wanted or None, projected=True)
