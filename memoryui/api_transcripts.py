@@ -92,7 +92,9 @@ class MessageOutSerializer(MessageInSerializer):
     round = serializers.IntegerField(allow_null=True)
     round_state = serializers.ChoiceField(choices=["complete", "in_flight", "open"], allow_null=True)
     in_focus = serializers.BooleanField()
-    trimmed = serializers.BooleanField(help_text="a dangling tool call the projection leaves out")
+    trimmed = serializers.BooleanField(
+        help_text="part of the trailing open tool exchange (calls and their partial results) the projection leaves out"
+    )
     extraction = serializers.ListField(
         child=serializers.DictField(), allow_null=True, help_text="what the last extraction made of it"
     )

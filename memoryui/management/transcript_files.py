@@ -47,11 +47,6 @@ def read_session(
     return session, data
 
 
-def read_transcript(path: str, stdin=None) -> dict:
-    """The transcript in `path` (`-`: standard input), in any format memoryui reads, or a CommandError."""
-    return read_session(path, stdin)[1]
-
-
 def store_transcript(data: dict) -> IngestReport:
     """Store the transcript, or a CommandError naming every problem (nothing is stored then)."""
     try:

@@ -14,7 +14,8 @@ assistant events, `message` (`role`, `content`: a string or a list of blocks `te
   local-command wrappers (`<command-name>`, `<local-command-stdout>`, the caveat before them),
   interruption notices, a compaction summary — goes to the system channel with source
   `internal` (or `compaction`); `system` events likewise; `summary` lines (the session's
-  title) become system messages with source `compaction`, the first one the title too.
+  title) become system messages with source `compaction`, the first one the title too. Such a
+  line written while tool calls wait for their results is stored after the results.
 - Sidechain events (a subagent's own conversation) and bookkeeping events (file snapshots,
   queue operations) are left out and counted in the notes.
 - The session id is the transcript's id.
@@ -46,7 +47,7 @@ _NAMESPACE = uuid.UUID("6f1b3c52-94a4-4d0c-9d3e-7c1f5a0b2e11")  # memoryui's, fo
 
 def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
     transcript: dict = {"metadata": {}}
-    messages: list[dict] = []
+    messages = _Messages()
     left_out: dict[str, int] = {}
     last_assistant: tuple[int, str] | None = None  # (position in messages, message id)
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -68,14 +69,14 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
             summary = as_text(event.get("summary")).strip()
             if summary:
                 transcript.setdefault("title", summary[:200])
-                messages.append(
+                messages.add_runtime(
                     {"role": "system", "content": clip(summary), "channel": "system", "source": "compaction"}
                 )
             continue
         if kind == "system":
             content = as_text(event.get("content")).strip() or as_text(event.get("subtype"))
             if content:
-                messages.append(
+                messages.add_runtime(
                     {"role": "system", "content": clip(content), "channel": "system", "source": "internal", **created}
                 )
             continue
@@ -94,6 +95,7 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
             last_assistant = _add_assistant(messages, event, message, blocks, created, last_assistant, left_out)
         else:
             _add_user(messages, event, blocks, created)
+    messages.flush()
     if left_out:
         transcript["metadata"]["left_out"] = left_out
     # An assistant event of thinking alone says nothing: no message.
@@ -106,6 +108,41 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
         raise SessionLogError("holds no session events")
     notes = [f"left out {count} {what}(s)" for what, count in sorted(left_out.items())]
     return transcript, notes
+
+
+class _Messages(list):
+    """The messages so far. A line the runtime wrote while tool calls were waiting for their
+    results (a hook's system event between a `tool_use` and its `tool_result`) is held back
+    until the results are in, so the exchange stays whole, as a provider requires."""
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[dict] = []
+
+    def add_runtime(self, message: dict) -> None:
+        (self.held if self.exchange_open() else self).append(message)
+
+    def add_result(self, message: dict) -> None:
+        self.append(message)
+        if not self.exchange_open():
+            self.flush()
+
+    def add(self, message: dict) -> None:
+        self.flush()
+        self.append(message)
+
+    def flush(self) -> None:
+        self.extend(self.held)
+        self.held.clear()
+
+    def exchange_open(self) -> bool:
+        answered = set()
+        for message in reversed(self):
+            if message["role"] != "tool":
+                calls = message.get("tool_calls") or []
+                return any(call["id"] not in answered for call in calls)
+            answered.add(message.get("tool_call_id"))
+        return False
 
 
 def _remember_session(transcript: dict, event: dict) -> None:
@@ -121,13 +158,13 @@ def _is_internal(event: dict, text: str) -> bool:
     return bool(event.get("isMeta")) or text.lstrip().lower().startswith(WRAPPER_PREFIXES)
 
 
-def _add_user(messages: list[dict], event: dict, blocks: list, created: dict) -> None:
+def _add_user(messages: _Messages, event: dict, blocks: list, created: dict) -> None:
     texts = []
     for block in blocks:
         if not isinstance(block, dict):
             texts.append(as_text(block))
         elif block.get("type") == "tool_result":
-            messages.append(
+            messages.add_result(
                 {
                     "role": "tool",
                     "content": clip(_result_text(block.get("content"))),
@@ -147,7 +184,10 @@ def _add_user(messages: list[dict], event: dict, blocks: list, created: dict) ->
         message.update(channel="system", source="compaction")
     elif _is_internal(event, text):
         message.update(channel="system", source="internal")
-    messages.append(message)
+    else:
+        messages.add(message)
+        return
+    messages.add_runtime(message)
 
 
 def _add_assistant(messages, event, message, blocks, created, last, left_out) -> tuple[int, str] | None:
@@ -180,7 +220,7 @@ def _add_assistant(messages, event, message, blocks, created, last, left_out) ->
         added["tool_calls"] = calls
     if event.get("isApiErrorMessage") or message.get("model") == "<synthetic>":
         added.update(channel="system", source="internal")
-    messages.append(added)
+    messages.add(added)
     return len(messages) - 1, message_id
 
 

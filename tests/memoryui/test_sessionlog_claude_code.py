@@ -139,3 +139,15 @@ def test_ingesting_the_same_session_again_adds_nothing():
 
     assert (first["created"], again["created"], again["added"], again["unchanged"]) == (True, False, 0, 12)
     assert again["format"] == "claude-code" and "left out 2 sidechain event(s)" in again["notes"]
+
+
+def test_a_hook_line_between_a_call_and_its_results_waits_until_the_results_are_in():
+    # In the file the PreToolUse hook's system event comes after the Bash tool_use and before
+    # both tool_results; stored, it follows them, so the exchange stays whole.
+    transcript = ingest("claude-code/session.jsonl")
+    lines = (SESSIONS / "claude-code" / "session.jsonl").read_text().splitlines()
+    order = [json.loads(line).get("type") for line in lines]
+    assert order.index("system") < order.index("user", order.index("system"))
+
+    assert [m["role"] for m in stored(transcript)[5:9]] == ["assistant", "tool", "tool", "system"]
+    assert openai_problems(json.loads(export(transcript, "--projected", "--format", "openai"))) == []

@@ -9,13 +9,16 @@ import json
 import pytest
 
 from memoryui import sessionlogs
+from memoryui.models import Transcript
 from memoryui.transcripts import projection_of
 from tests.memoryui.sessionlog_support import (
+    SESSIONS,
     added,
     export,
     extract_l0,
     ingest,
     openai_problems,
+    run,
     skipped,
     stored,
 )
@@ -123,3 +126,14 @@ def test_legacy_function_calls_pair_with_their_function_results_by_name():
 
     call, result = session.transcript["messages"][1:3]
     assert result == {"role": "tool", "content": "3 °C", "tool_call_id": call["tool_calls"][0]["id"]}
+
+
+def test_extract_stores_and_extracts_a_session_log_file_given_its_scope():
+    report = run("extract", str(SESSIONS / "openai" / "session.json"), "--scope", "agent:main", "--l1", "off")
+
+    assert added(report) == [
+        ("entity", "The user's name is Sam Okafor."),
+        ("preference", "The user prefers Celsius in weather reports."),
+        ("remember", "The payments freeze starts on December 15."),
+    ]
+    assert Transcript.objects.get().metadata["format"] == "openai"
