@@ -50,12 +50,18 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
     messages = _Messages()
     left_out: dict[str, int] = {}
     last_assistant: tuple[int, str] | None = None  # (position in messages, message id)
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    last_line = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
+    cut_short = []
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             event = json.loads(line)
         except ValueError as exc:
+            if lineno == last_line and lineno > 1:
+                cut_short.append(f"line {lineno} left out: cut short, the session stopped mid-write ({exc})")
+                continue
             raise SessionLogError(f"line {lineno} is not JSON: {exc}") from None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise SessionLogError(f"line {lineno} is not a session event (an object with a type)")
@@ -106,7 +112,7 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
     ]
     if not transcript["messages"] and not messages and not left_out:
         raise SessionLogError("holds no session events")
-    notes = [f"left out {count} {what}(s)" for what, count in sorted(left_out.items())]
+    notes = [f"left out {count} {what}(s)" for what, count in sorted(left_out.items())] + cut_short
     return transcript, notes
 
 

@@ -19,12 +19,7 @@ def detect(text: str, *, filename: str = "") -> str:
     except RecursionError:
         load_json(stripped)  # says so in the words every reader uses
     if data is _NOT_JSON:
-        first = stripped.splitlines()[0]
-        try:
-            event = json.loads(first)
-        except ValueError:
-            event = None
-        if isinstance(event, dict) and _is_claude_code_event(event):
+        if _looks_claude_code_jsonl(stripped):
             return "claude-code"
         load_json(stripped, "the file")  # says where the JSON is broken
     if isinstance(data, dict):
@@ -47,6 +42,23 @@ def detect(text: str, *, filename: str = "") -> str:
 
 
 _NOT_JSON = object()
+
+
+def _looks_claude_code_jsonl(text: str, lines: int = 20) -> bool:
+    """The first lines are events with a type, and one of them is a session's (a file may open
+    with bookkeeping, such as a file-history snapshot)."""
+    events = []
+    for line in text.splitlines()[:lines]:
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            break  # a line cut short by a crash, or not JSONL at all: judge by the lines before it
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return False
+        events.append(event)
+    return any(_is_claude_code_event(event) for event in events)
 
 
 def _is_claude_code_event(event: dict) -> bool:

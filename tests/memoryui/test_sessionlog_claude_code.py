@@ -151,3 +151,15 @@ def test_a_hook_line_between_a_call_and_its_results_waits_until_the_results_are_
 
     assert [m["role"] for m in stored(transcript)[5:9]] == ["assistant", "tool", "tool", "system"]
     assert openai_problems(json.loads(export(transcript, "--projected", "--format", "openai"))) == []
+
+
+def test_a_last_line_cut_short_by_the_crash_is_left_out_with_a_note():
+    text = (SESSIONS / "claude-code" / "crashed.jsonl").read_text()
+    cut = text + '{"type":"assistant","message":{"id":"msg_01Zz","role":"assist'
+
+    session = sessionlogs.read(cut, filename="crashed.jsonl")
+
+    assert len(session.transcript["messages"]) == 5
+    assert any("line 8 left out: cut short" in note for note in session.notes)
+    with pytest.raises(sessionlogs.SessionLogError, match="line 1 is not JSON"):
+        sessionlogs.read('{"type": "user", "message": \n' + text, "claude-code")

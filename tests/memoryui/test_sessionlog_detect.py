@@ -80,3 +80,12 @@ def test_a_format_asked_for_that_the_file_is_not_in_says_so():
         sessionlogs.read(json.dumps([{"role": "assistant", "parts": [{"text": "hi"}]}]), "gemini")
     with pytest.raises(SessionLogError, match="unknown format 'markdown'"):
         sessionlogs.read("{}", "markdown")
+
+
+def test_a_session_opening_with_a_file_snapshot_is_still_claude_code():
+    lines = (SESSIONS / "claude-code" / "crashed.jsonl").read_text().splitlines()
+    snapshot = {"type": "file-history-snapshot", "messageId": "m1", "snapshot": {}, "isSnapshotUpdate": False}
+
+    assert detect("\n".join([json.dumps(snapshot), *lines])) == "claude-code"
+    with pytest.raises(SessionLogError, match="Invalid JSON: Extra data"):
+        detect("\n".join([json.dumps(snapshot), json.dumps(snapshot)]))  # no session event in it
