@@ -9,6 +9,7 @@ import json
 import pytest
 
 from memoryui import sessionlogs
+from memoryui.extraction import guards
 from memoryui.models import Transcript
 from memoryui.transcripts import projection_of
 from tests.memoryui.sessionlog_support import (
@@ -53,6 +54,17 @@ def test_extraction_gives_the_users_name_remember_request_and_preference():
         ("remember", "The payments freeze starts on December 15."),
     ]
     assert skipped(report) == {}  # system messages are not the user's: never even candidates
+
+
+def test_the_source_filter_refuses_developer_and_system_messages():
+    system = [m for m in stored(ingest("openai/session.json")) if m["role"] == "system"]
+
+    assert [guards.source_filter(m["role"], m.get("channel"), m.get("source")) for m in system] == [
+        "system message",
+        "system message",
+    ]
+    # Were one of them given the user role, its channel would still keep it out.
+    assert guards.source_filter("user", system[0]["channel"], None) == "system channel"
 
 
 def test_a_bare_list_without_an_id_needs_the_scope_and_gets_a_new_id():
