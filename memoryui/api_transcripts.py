@@ -6,12 +6,12 @@ import uuid
 
 from django.db import transaction
 from django.db.models import Count
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import extraction, filters, rest, roles
+from memoryui import extraction, filters, rest, roles, sessionlogs
 from memoryui.ingestion import MAX_MESSAGES, TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
@@ -92,7 +92,9 @@ class MessageOutSerializer(MessageInSerializer):
     round = serializers.IntegerField(allow_null=True)
     round_state = serializers.ChoiceField(choices=["complete", "in_flight", "open"], allow_null=True)
     in_focus = serializers.BooleanField()
-    trimmed = serializers.BooleanField(help_text="a dangling tool call the projection leaves out")
+    trimmed = serializers.BooleanField(
+        help_text="part of the trailing open tool exchange (calls and their partial results) the projection leaves out"
+    )
     extraction = serializers.ListField(
         child=serializers.DictField(), allow_null=True, help_text="what the last extraction made of it"
     )
@@ -108,6 +110,26 @@ class TranscriptDetailSerializer(serializers.Serializer):
     extracted_at = serializers.DateTimeField(allow_null=True)
     projection = serializers.DictField(help_text="notes, rounds, in_flight and focus round numbers, trimmed indexes")
     messages = MessageOutSerializer(many=True)
+
+
+class ProjectedTranscriptSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    external_id = serializers.CharField()
+    scope = serializers.CharField()
+    format = serializers.ChoiceField(
+        choices=sessionlogs.FORMATS, help_text="the format of `messages`: the one it came in, or `?as=`"
+    )
+    messages = serializers.ListField(
+        child=serializers.DictField(),
+        help_text=(
+            "the projection in that format, provider-safe: OpenAI messages, Claude Code events, Gemini contents, "
+            "or memoryui messages"
+        ),
+    )
+    trimmed = serializers.ListField(
+        child=serializers.IntegerField(), help_text="indexes of the stored messages the projection left out"
+    )
+    notes = serializers.ListField(child=serializers.CharField(), help_text="what was trimmed and why, and the rounds")
 
 
 class ExtractionReportSerializer(serializers.Serializer):
@@ -289,13 +311,59 @@ class TranscriptDetailView(APIView):
         summary="A transcript with its projection and what extraction made of each message",
         description=(
             "`id` is memoryui's UUID for the transcript or the id it was posted with; when that names "
-            "transcripts in several of your scopes, `?scope=` picks one (else 409)."
+            "transcripts in several of your scopes, `?scope=` picks one (else 409). With `?projected=true` the "
+            "answer is instead the provider-safe message list every consumer sees — the trailing open tool "
+            "exchange trimmed — written in the format the transcript came in (`openai`, `claude-code`, `gemini` "
+            "or `memoryui`), or in the one `?as=` names."
         ),
-        parameters=[OpenApiParameter("scope", str, description="The scope, when the id is used in several.")],
-        responses={200: TranscriptDetailSerializer, **rest.errors(401, 404, 409)},
+        parameters=[
+            OpenApiParameter("scope", str, description="The scope, when the id is used in several."),
+            OpenApiParameter(
+                "projected",
+                bool,
+                description="true: only the projected message list, ready to send to a provider or resume from",
+            ),
+            OpenApiParameter(
+                "as",
+                str,
+                enum=list(sessionlogs.FORMATS),
+                description="with projected=true: the format to write (default: the one the transcript came in)",
+            ),
+        ],
+        responses={
+            200: PolymorphicProxySerializer(
+                component_name="TranscriptDetailOrProjection",
+                serializers=[TranscriptDetailSerializer, ProjectedTranscriptSerializer],
+                resource_type_field_name=None,
+            ),
+            **rest.errors(400, 401, 404, 409),
+        },
     )
     def get(self, request, pk):
-        return Response(transcript_detail(_transcript(request, pk)))
+        transcript = _transcript(request, pk)
+        # `as`, not `format`: DRF reads `?format=` as the response's own format.
+        wanted = request.query_params.get("as", "")
+        if not _flag(request.query_params, "projected"):
+            if wanted:
+                raise exceptions.ValidationError({"as": ["only with projected=true"]})
+            return Response(transcript_detail(transcript))
+        if wanted:
+            problems: dict = {}
+            wanted = rest.choice_param("as", wanted, sessionlogs.FORMATS, problems)
+            if problems:
+                raise exceptions.ValidationError(problems)
+        export = sessionlogs.export(transcript, wanted or None, projected=True)
+        return Response(
+            {
+                "id": str(transcript.pk),
+                "external_id": transcript.external_id,
+                "scope": transcript.scope,
+                "format": export.format,
+                "messages": export.items,
+                "trimmed": export.trimmed,
+                "notes": export.notes,
+            }
+        )
 
 
 class TranscriptExtractView(APIView):

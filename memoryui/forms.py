@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import capfirst
 
-from memoryui import rules, untrusted, writing
+from memoryui import rules, sessionlogs, untrusted, writing
 from memoryui.ingestion import IngestReport, TranscriptError, ingest
 from memoryui.memoryfiles import FormatError
 from memoryui.memoryfiles import detect as memoryfiles_detect
@@ -425,10 +425,6 @@ TRANSCRIPT_EXAMPLE = """{
 TRANSCRIPT_PLACEHOLDER = '{"id": "session-7f3a", "scope": "agent:main", "messages": [{"role": "user", "content": "…"}]}'
 
 
-def _strict_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 @dataclass(frozen=True)
 class PostedTranscript:
     report: IngestReport
@@ -436,11 +432,15 @@ class PostedTranscript:
 
 
 class TranscriptPostForm(forms.Form):
-    """Post a transcript from the browser: JSON pasted or a .json file, validated by the API's own
-    rules (memoryui.ingestion), each problem named as the API names it (`messages[2].tool_call_id`).
+    """Post a transcript from the browser: pasted or a file, in memoryui's transcript JSON or a
+    session log an agent wrote (Claude Code JSONL, a gemini-cli / qwen-code chat checkpoint,
+    OpenAI messages; memoryui.sessionlogs, detected unless a format is chosen), validated by the
+    API's own rules (memoryui.ingestion), each problem named as the API names it
+    (`messages[2].tool_call_id`).
 
     The scope and the id may come from the JSON (`{"id"?, "scope", "messages": [...]}`) or from
     the fields here, which fill in what the JSON leaves out; a bare list is taken as the messages.
+    A session log names no scope (give one here); the id given here takes the place of its own.
     Posting an id again in its scope is what the API does: only new messages are added.
     """
 
@@ -455,13 +455,24 @@ class TranscriptPostForm(forms.Form):
                 "placeholder": TRANSCRIPT_PLACEHOLDER,
             }
         ),
-        help_text='Paste {"id"?, "scope", "messages": [...]}, or only the list of messages.',
+        help_text=(
+            'Paste {"id"?, "scope", "messages": [...]}, or only the list of messages, or a session log '
+            "(Claude Code JSONL, a gemini-cli or qwen-code checkpoint, OpenAI messages)."
+        ),
     )
     file = forms.FileField(
         label="Or a file",
         required=False,
-        widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
-        help_text="A .json file in the same format.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".json,.jsonl,application/json"}),
+        help_text="A .json file, or a session log (.jsonl, checkpoint-<tag>.json).",
+    )
+    format = forms.ChoiceField(
+        label="Format",
+        required=False,
+        choices=[("", "Detect from the content"), *sessionlogs.FORMAT_LABELS.items()],
+        help_text=(
+            "What the text or file is. A session log keeps its format, so its projection can be exported back in it."
+        ),
     )
     scope = forms.CharField(
         required=False,
@@ -519,24 +530,18 @@ class TranscriptPostForm(forms.Form):
                 self.add_error("file", f"is not UTF-8 text (byte {exc.start})")
                 return cleaned
         try:
-            data = json.loads(text, parse_constant=_strict_constant)
-        except json.JSONDecodeError as exc:
-            self.add_error(source, f"Invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
-            return cleaned
-        except RecursionError:
-            self.add_error(source, f"is nested more than {untrusted.MAX_JSON_DEPTH} levels deep")
-            return cleaned
-        except ValueError as exc:  # NaN, Infinity, an integer of more digits than Python converts
-            self.add_error(source, f"Invalid JSON: {exc}")
+            session = sessionlogs.read(text, cleaned.get("format") or None, filename=upload.name if upload else "")
+        except sessionlogs.SessionLogError as exc:
+            chosen = cleaned.get("format")
+            self.add_error(source, f"{exc}" if not chosen else f"Not a {sessionlogs.FORMAT_LABELS[chosen]}: {exc}")
             return cleaned
         cleaned["source"] = source
-        cleaned["data"] = self._with_form_fields(data)
+        cleaned["read_as"] = session.format
+        cleaned["data"] = self._with_form_fields(session.transcript, session_log=session.format != "memoryui")
         return cleaned
 
-    def _with_form_fields(self, data):
-        """The JSON with the scope and id the form gives; a bare list is the messages."""
-        if isinstance(data, list):
-            data = {"messages": data}
+    def _with_form_fields(self, data, *, session_log: bool = False):
+        """The transcript with the scope and id the form gives (in place of a session log's own id)."""
         if not isinstance(data, dict):
             return data  # the ingestion rules say what is wrong with it
         data = dict(data)
@@ -546,6 +551,8 @@ class TranscriptPostForm(forms.Form):
             if not given:
                 continue
             in_json = data.get(key)
+            if session_log and key == "id":
+                in_json = None  # the session's own id is only a default
             if in_json not in (None, "") and not _same_value(key, in_json, given):
                 self.add_error(name, f"the JSON's {key} is {str(in_json)[:80]!r}: leave this blank, or make them match")
             data[key] = given

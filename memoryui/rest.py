@@ -121,7 +121,9 @@ def exception_handler(exc, context):
         detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         response.data = error_body(response.status_code, _invalid_message(detail), details=detail)
     else:
-        response.data = error_body(response.status_code, str(exc.detail))
+        # Django's Http404 (e.g. DRF's own `?format=` negotiation) has no detail: DRF's answer has.
+        detail = getattr(exc, "detail", None) or (response.data or {}).get("detail", "")
+        response.data = error_body(response.status_code, str(detail))
     return response
 
 

@@ -5,20 +5,24 @@ transcript projected with the configured focus window, which every consumer uses
 message becomes a `Msg` through `Msg.from_dict(message.index, message.as_dict())`; `project()`
 then:
 
-1. **Trims trailing dangling tool calls.** While the last message is an assistant message
-   with tool calls and none of them has a result after it, it is removed (the agent
-   crashed mid-call; such an exchange is not a valid provider request). "Trailing" means
-   the very last message: anything after the call, even a system message, makes it a
-   mid-transcript call, which is kept and only noted. A call with *some* results is kept.
+1. **Trims the trailing open tool exchange**, as an agent runtime does when it resumes a
+   session: while the transcript ends in an assistant message with tool calls followed only
+   by tool results, and some of those calls have no result, the assistant message and the
+   partial results after it are removed together (the agent crashed mid-call; an assistant
+   call without all its results is not a valid provider request, and half an exchange is
+   worse than none). A chain of such exchanges is trimmed back to the last fully answered
+   one. "Trailing" means nothing but tool results after the call: anything else after it,
+   even a system message, makes it a mid-transcript call, which is kept and only noted.
    Tool results without a preceding call (orphans) are never removed, so this rule alone
-   never empties a projection; only a transcript made of nothing but dangling calls
-   projects to nothing, because nothing in it is valid.
+   never empties a projection; only a transcript made of nothing but open exchanges
+   projects to nothing, because nothing in it is valid. `Projection.trimmed` and the notes
+   say what was trimmed and why.
 2. **Splits rounds.** A round runs from one user message up to the next; messages before
    the first user message are `leading`.
 3. **States rounds, after trimming.** `complete`: an assistant answer (content, no tool
    calls) follows the round's last tool call or result. `in_flight`: tool calls or results
    with no answer after them. `open`: neither tools nor an answer yet (the user spoke
-   last). A round that lost a trimmed call is `in_flight` whatever remains of it — the
+   last). A round that lost a trimmed exchange is `in_flight` whatever remains of it — the
    agent was mid-call, so summarizing it would make the agent repeat the call.
 4. **Marks the focus window**: the last `focus_rounds` rounds, extended back until the
    window holds `focus_tokens` tokens. It is never rolled up.
@@ -64,6 +68,7 @@ class Msg:
     tool_call_id: str | None = None  # on tool results
     channel: str | None = None  # chat, heartbeat, cron, system, ...
     source: str | None = None  # user, internal, banner, repair, compaction
+    created_at: str | None = None  # ISO 8601, as stored
 
     @classmethod
     def from_dict(cls, index: int, data: Mapping) -> Msg:
@@ -79,7 +84,18 @@ class Msg:
             tool_call_id=_optional(data.get("tool_call_id")),
             channel=_optional(data.get("channel")),
             source=_optional(data.get("source")),
+            created_at=_optional(data.get("created_at")),
         )
+
+    def as_dict(self) -> dict:
+        """The message in the transcript JSON shape (what `from_dict` reads)."""
+        data: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls]
+        for name in ("tool_call_id", "channel", "source", "created_at"):
+            if getattr(self, name):
+                data[name] = getattr(self, name)
+        return data
 
     @property
     def is_tool_result(self) -> bool:
@@ -114,7 +130,7 @@ class Round:
 @dataclass
 class Projection:
     messages: list[Msg]  # the transcript minus trimmed messages
-    trimmed: list[Msg]  # dangling assistant tool calls removed from the end
+    trimmed: list[Msg]  # the trailing open tool exchanges removed from the end: calls and their partial results
     leading: list[Msg]  # messages before the first user message, kept as they are
     rounds: list[Round]
     notes: list[str]  # what was trimmed and why, what is in flight, where the focus starts
@@ -149,16 +165,12 @@ def estimate_tokens(text: str) -> int:
 def project(
     messages: Sequence[Msg], *, focus_rounds: int = FOCUS_ROUNDS, focus_tokens: int = FOCUS_TOKENS
 ) -> Projection:
-    """Project a transcript: trim trailing dangling calls, split and state rounds, mark the focus window."""
+    """Project a transcript: trim the trailing open tool exchange, split and state rounds, mark the focus window."""
     if focus_rounds < 0 or focus_tokens < 0:
         raise ValueError("focus_rounds and focus_tokens must not be negative")
     notes: list[str] = []
-    kept, trimmed = _trim_dangling_calls(list(messages))
-    for message in trimmed:
-        notes.append(
-            f"trimmed message #{message.index}: assistant tool call {_describe_calls(message.tool_calls)} "
-            "has no result (the agent stopped mid-call; not a valid request)"
-        )
+    kept, trimmed = _trim_open_exchanges(list(messages))
+    notes.extend(_notes_on_trimmed(trimmed))
     notes.extend(_notes_on_unmatched_tools(kept))
 
     first_user = next((position for position, message in enumerate(kept) if message.role == "user"), len(kept))
@@ -178,7 +190,7 @@ def project(
     if trimmed and rounds:
         last = rounds[-1]
         last.state = IN_FLIGHT
-        notes.append(f"round {last.number} is in flight: its tool call was trimmed, the agent was mid-call")
+        notes.append(f"round {last.number} is in flight: its open tool exchange was trimmed, the agent was mid-call")
     for round_ in rounds:
         if round_.state == IN_FLIGHT and not (trimmed and round_ is rounds[-1]):
             notes.append(f"round {round_.number} is in flight: tool calls or results with no answer after them")
@@ -201,13 +213,48 @@ def projection_of(transcript: Transcript) -> Projection:
     )
 
 
-def _trim_dangling_calls(messages: list[Msg]) -> tuple[list[Msg], list[Msg]]:
-    # The last message has nothing after it, so a trailing assistant call is dangling
-    # exactly when it has calls; a call with some results is never the last message.
+def _trim_open_exchanges(messages: list[Msg]) -> tuple[list[Msg], list[Msg]]:
     trimmed: list[Msg] = []
-    while messages and messages[-1].role == "assistant" and messages[-1].tool_calls:
-        trimmed.insert(0, messages.pop())
-    return messages, trimmed
+    while True:
+        start = len(messages)
+        while start and messages[start - 1].is_tool_result:
+            start -= 1
+        call = messages[start - 1] if start else None
+        if call is None or call.role != "assistant" or not call.tool_calls:
+            # Nothing but results back to a user/system message or the start: orphans, kept.
+            return messages, trimmed
+        answered = {message.tool_call_id for message in messages[start:]}
+        if all(tool_call.id in answered for tool_call in call.tool_calls):
+            return messages, trimmed  # a complete exchange (the answer may still be missing: in flight)
+        trimmed[:0] = messages[start - 1 :]
+        del messages[start - 1 :]
+
+
+def _notes_on_trimmed(trimmed: list[Msg]) -> list[str]:
+    notes = []
+    call: Msg | None = None
+    for message in trimmed:
+        if message.is_tool_result:
+            notes.append(
+                f"trimmed message #{message.index}: tool result for {message.tool_call_id or 'no id'}, part of the "
+                f"open exchange of message #{call.index if call else '?'} (its other calls have no result)"
+            )
+            continue
+        call = message
+        results = {other.tool_call_id for other in trimmed if other.is_tool_result and other.index > message.index}
+        missing = [tool_call for tool_call in message.tool_calls if tool_call.id not in results]
+        if len(missing) == len(message.tool_calls):
+            notes.append(
+                f"trimmed message #{message.index}: assistant tool call {_describe_calls(message.tool_calls)} "
+                "has no result (the agent stopped mid-call; not a valid request)"
+            )
+        else:
+            notes.append(
+                f"trimmed message #{message.index}: assistant tool calls {_describe_calls(message.tool_calls)} "
+                f"are only partly answered, {_describe_calls(missing)} has no result (the agent stopped mid-call; "
+                "a call without all its results is not a valid request, so the whole exchange goes)"
+            )
+    return notes
 
 
 def _notes_on_unmatched_tools(messages: list[Msg]) -> list[str]:
@@ -226,7 +273,7 @@ def _notes_on_unmatched_tools(messages: list[Msg]) -> list[str]:
     for message, call in reversed(unanswered):
         notes.append(
             f"message #{message.index}: tool call {_describe_calls((call,))} has no result "
-            "(kept: it is not at the end of the transcript, or other calls of it were answered)"
+            "(kept: it is not at the end of the transcript)"
         )
     return notes
 

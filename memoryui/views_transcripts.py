@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from memoryui import decay, extraction, roles, rollup, web
 from memoryui.api_transcripts import transcript_detail as detail_of
@@ -25,15 +26,22 @@ TRANSCRIPT_PAGE_SIZE = 50
 @roles.role_required(roles.Role.EDITOR, unsafe_only=True)
 @require_http_methods(["GET", "POST"])
 def transcript_list(request):
-    """The transcripts, newest first; an editor posts one here (pasted JSON or a file), and is
-    taken to its projection."""
+    """The transcripts, newest first; an editor posts one here (a transcript or a session log,
+    pasted or a file), and is taken to its projection. Posted with htmx, problems come back as
+    the form alone."""
     form = TranscriptPostForm(request.POST or None, request.FILES or None)
     status = 200
     if request.method == "POST":
         if form.is_valid() and (posted := form.save(actor=web.actor(request))):
             _say_posted(request, posted)
-            return redirect(posted.report.transcript)
+            url = posted.report.transcript.get_absolute_url()
+            return HttpResponseClientRedirect(url) if web.wants_fragment(request) else redirect(url)
         status = 400
+        if web.wants_fragment(request):
+            context = {"form": form, "example": TRANSCRIPT_EXAMPLE, "max_id_length": EXTERNAL_ID_MAX_LENGTH}
+            response = web.render(request, "memoryui/partials/transcript_post_form.html", context, status=status)
+            response[web.STATE_HEADER] = "invalid"  # app.js swaps it in, in place of the form
+            return response
     transcripts = Transcript.objects.annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
     scope = request.GET.get("scope", "").strip()
     if scope:

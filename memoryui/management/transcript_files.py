@@ -2,26 +2,49 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from django.core.management.base import CommandError
 
+from memoryui import sessionlogs
 from memoryui.ingestion import IngestReport, TranscriptError, ingest
 from memoryui.models import ConflictError
 
 
-def read_transcript(path: str, stdin=None) -> dict:
-    """The transcript JSON in `path` (`-`: standard input), or a CommandError saying why not."""
+def read_text(path: str, stdin=None) -> str:
+    """The file's text (`-`: standard input), or a CommandError saying why not."""
     try:
         if path == "-":
-            return json.load(stdin or sys.stdin)
-        with open(path, encoding="utf-8") as stream:
-            return json.load(stream)
+            return (stdin or sys.stdin).read()
+        with open(path, encoding="utf-8-sig") as stream:
+            return stream.read()
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise CommandError(f"{path} is not JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+
+
+def read_session(
+    path: str, stdin=None, *, format: str | None = None, scope: str | None = None, external_id: str | None = None
+) -> tuple[sessionlogs.Session, dict]:
+    """The session log in `path` (its format detected when not given) as transcript JSON, with the
+    scope and id given here in place of the file's; a CommandError when it cannot be read."""
+    filename = "" if path == "-" else path
+    try:
+        session = sessionlogs.read(read_text(path, stdin), format, filename=filename)
+    except sessionlogs.SessionLogError as exc:
+        what = f"a {format} session log" if format else "JSON (nor a session log memoryui reads)"
+        raise CommandError(f"{path} is not {what}: {exc}") from None
+    data = session.transcript
+    if isinstance(data, dict):
+        data = dict(data)
+        if scope:
+            data["scope"] = scope
+        if external_id:
+            data["id"] = external_id
+        if not data.get("scope") and session.format != "memoryui":  # memoryui's rules name its own
+            raise CommandError(f"a {session.format} file names no scope: give --scope (e.g. agent:main)")
+    return session, data
 
 
 def store_transcript(data: dict) -> IngestReport:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -105,3 +106,29 @@ def test_an_uploaded_file_is_stored_and_its_projection_opens(signed_in, live_ser
     expect(page.locator("#alerts")).to_contain_text("Extraction queued.")
     expect(page.locator("tr[data-message]")).to_have_count(4)
     screenshot("projection")
+
+
+def test_a_session_log_upload_with_its_format_chosen_opens_its_projection(signed_in, live_server, screenshot):
+    page = signed_in
+    page.goto(f"{live_server.url}/transcripts/")
+    session = (
+        Path(__file__).resolve().parents[1] / "fixtures" / "formats" / "sessions" / "claude-code" / "crashed.jsonl"
+    )
+
+    page.get_by_label("Or a file").set_input_files(str(session))
+    page.get_by_label("Format").select_option("claude-code")
+    page.get_by_role("button", name="Post transcript").click()  # no scope yet: refused in place
+    expect(page.locator("[data-not-stored]")).to_be_visible()
+    expect(page.locator('[data-field="scope"] .error')).to_have_count(1)
+    screenshot("session-log-no-scope")
+
+    page.get_by_label("Or a file").set_input_files(str(session))  # a file input is never kept
+    page.get_by_label("Scope").first.fill("agent:main")
+    page.get_by_role("button", name="Post transcript").click()
+
+    page.wait_for_url(DETAIL)
+    transcript = Transcript.objects.get()
+    assert transcript.metadata["format"] == "claude-code"
+    expect(page.locator("tr[data-message]")).to_have_count(5)
+    expect(page.locator("[data-trimmed]")).to_have_count(2)  # the partly answered exchange
+    screenshot("session-log-projection")

@@ -75,13 +75,58 @@ def test_leading_orphan_tool_results_are_kept_and_never_emptied():
     assert any("#0" in note and "no preceding call" in note for note in before_user.notes)
 
 
-def test_partial_results_keep_the_call_but_mark_the_round_in_flight():
-    projection = project(transcript(user(), call("a", "b"), result("a")))
+def slack_calls() -> dict:
+    calls = [
+        {"id": "toolu_post", "name": "mcp__slack__post", "arguments": {"channel": "#ops", "text": "deployed"}},
+        {"id": "toolu_lookup", "name": "mcp__slack__lookup", "arguments": {"user": "ada"}},
+    ]
+    return {"role": "assistant", "content": "Posting and looking up Ada.", "tool_calls": calls}
+
+
+def test_a_trailing_partly_answered_exchange_is_trimmed_whole_with_its_partial_results():
+    projection = project(transcript(user("post it"), slack_calls(), result("toolu_post", "posted")))
+
+    assert indexes(projection.messages) == [0]
+    assert indexes(projection.trimmed) == [1, 2]
+    assert states(projection) == ["in_flight"]
+    call_note = next(note for note in projection.notes if "trimmed message #1" in note)
+    assert "partly answered" in call_note and "mcp__slack__lookup (toolu_lookup) has no result" in call_note
+    assert any("trimmed message #2" in note and "toolu_post" in note for note in projection.notes)
+    assert any("round 1 is in flight" in note and "trimmed" in note for note in projection.notes)
+
+
+def test_trimming_a_partial_exchange_keeps_the_answered_exchange_before_it():
+    projection = project(
+        transcript(user("one"), answer(), user("two"), call("a"), result("a"), slack_calls(), result("toolu_lookup"))
+    )
+
+    assert indexes(projection.messages) == [0, 1, 2, 3, 4]
+    assert indexes(projection.trimmed) == [5, 6]
+    assert states(projection) == ["complete", "in_flight"]
+    assert projection.round_of(6).number == 2
+
+
+def test_a_fully_answered_trailing_exchange_is_kept_and_in_flight():
+    projection = project(transcript(user(), call("a", "b"), result("b"), result("a")))
 
     assert projection.trimmed == []
-    assert indexes(projection.messages) == [0, 1, 2]
+    assert indexes(projection.messages) == [0, 1, 2, 3]
     assert states(projection) == ["in_flight"]
-    assert any("#1" in note and "(b)" in note and "no result" in note for note in projection.notes)
+
+
+def test_a_partial_exchange_followed_by_anything_but_results_is_kept_and_noted():
+    projection = project(transcript(user(), call("a", "b"), result("a"), system()))
+
+    assert projection.trimmed == []
+    assert indexes(projection.messages) == [0, 1, 2, 3]
+    assert any("#1" in note and "(b)" in note and "kept" in note for note in projection.notes)
+
+
+def test_trailing_orphan_results_after_a_user_message_are_kept():
+    projection = project(transcript(user(), answer(), user("again"), result("x")))
+
+    assert projection.trimmed == []
+    assert indexes(projection.messages) == [0, 1, 2, 3]
 
 
 def test_an_unanswered_call_in_the_middle_stays_and_is_noted():

@@ -165,6 +165,6 @@ def test_a_viewer_sees_no_form_and_cannot_post(bob_client):
 def test_the_form_is_offered_to_an_editor_with_the_format_and_the_idempotency_said(erin_client):
     html = erin_client.get("/transcripts/").content.decode()
 
-    assert 'enctype="multipart/form-data"' in html and 'accept=".json,application/json"' in html
+    assert 'enctype="multipart/form-data"' in html and 'accept=".json,.jsonl,application/json"' in html
     assert "Posting the same id in the same scope again adds only the new messages" in html
     assert "Extract memories after storing" in html

@@ -14,9 +14,9 @@ import uuid
 
 from django.core.management.base import CommandError
 
-from memoryui import extraction
+from memoryui import extraction, sessionlogs
 from memoryui.management.base import ReportingCommand
-from memoryui.management.transcript_files import read_transcript, store_transcript
+from memoryui.management.transcript_files import read_session, store_transcript
 from memoryui.models import Transcript
 from memoryui.tasks import enqueue_extraction
 
@@ -26,7 +26,15 @@ class Command(ReportingCommand):
     stealth_options = ("stdin",)
 
     def add_arguments(self, parser):
-        parser.add_argument("path", nargs="?", help="a transcript JSON file (or -): stored, then extracted")
+        parser.add_argument(
+            "path", nargs="?", help="a transcript JSON file or an agent's session log (or -): stored, then extracted"
+        )
+        parser.add_argument(
+            "--format",
+            choices=[*sessionlogs.FORMATS, *sessionlogs.ALIASES],
+            help="with a file: its format (default: detected)",
+        )
+        parser.add_argument("--scope", help="with a file: its scope (needed for a session log)")
         parser.add_argument("--transcript", help="the id of a stored transcript")
         parser.add_argument("--dry-run", action="store_true", help="show the decisions; write no memory")
         parser.add_argument(
@@ -41,6 +49,8 @@ class Command(ReportingCommand):
     def handle(self, *args, **options):
         if bool(options["path"]) == bool(options["transcript"]):
             raise CommandError("give either a transcript file or --transcript ID")
+        if options["transcript"] and (options["format"] or options["scope"]):
+            raise CommandError("--format and --scope are for a file; a stored transcript has both")
         if options["transcript"]:
             try:
                 transcript = Transcript.objects.filter(pk=uuid.UUID(options["transcript"])).first()
@@ -49,7 +59,9 @@ class Command(ReportingCommand):
             if transcript is None:
                 raise CommandError(f"--transcript: no transcript {options['transcript']}")
         else:
-            transcript = store_transcript(read_transcript(options["path"], options.get("stdin"))).transcript
+            scope = self.scope_option(options["scope"]) if options["scope"] else None
+            _, data = read_session(options["path"], options.get("stdin"), format=options["format"], scope=scope)
+            transcript = store_transcript(data).transcript
         if options["dry_run"]:
             if options["background"]:
                 raise CommandError("--dry-run runs in the foreground: it only shows decisions")

@@ -1,0 +1,121 @@
+"""Session logs agents write, read as transcripts and written back from a projection.
+
+    claude-code  Claude Code's session JSONL (one event a line)          claude_code.py
+    gemini       gemini-cli / qwen-code `/chat save` checkpoints        gemini.py
+    openai       an OpenAI chat-completions message list                openai.py
+    memoryui     memoryui's own transcript JSON (DESIGN "File formats")  native.py
+
+`read()` turns a file's text into memoryui's transcript JSON (`{"id"?, "scope"?, "title"?,
+"metadata", "messages"}`) that memoryui.ingestion validates and stores; the format it came in
+is kept in `metadata["format"]` so `export()` can give the projection back in it. Plain
+functions; only `export()` reads the database (the stored transcript's projection).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from memoryui.sessionlogs import claude_code, gemini, native, openai
+from memoryui.sessionlogs.common import SessionLogError
+from memoryui.sessionlogs.detect import detect
+from memoryui.transcripts import Msg, messages_of, projection_of
+
+if TYPE_CHECKING:
+    from memoryui.models import Transcript
+
+FORMATS = ("memoryui", "claude-code", "gemini", "openai")
+FORMAT_LABELS = {
+    "memoryui": "memoryui transcript JSON",
+    "claude-code": "Claude Code session (.jsonl)",
+    "gemini": "gemini-cli / qwen-code chat checkpoint",
+    "openai": "OpenAI chat messages",
+}
+ALIASES = {"gemini-cli": "gemini", "qwen-code": "gemini", "claude": "claude-code", "transcript": "memoryui"}
+_READERS = {"memoryui": native.read, "claude-code": claude_code.read, "gemini": gemini.read, "openai": openai.read}
+_WRITERS = {"memoryui": native.write, "claude-code": claude_code.write, "gemini": gemini.write, "openai": openai.write}
+
+__all__ = [
+    "FORMATS", "FORMAT_LABELS", "Export", "Session", "SessionLogError",
+    "detect", "dumps", "export", "format_name", "original_format", "read", "write",
+]  # fmt: skip
+
+
+@dataclass
+class Session:
+    format: str
+    transcript: dict  # memoryui's transcript JSON, scope and id when the file has them
+    notes: list[str] = field(default_factory=list)  # what was left out and why
+
+
+@dataclass
+class Export:
+    format: str
+    items: list[dict]  # the format's messages, events or contents
+    about: dict  # the transcript's id, scope, title, metadata
+    trimmed: list[int]  # indexes of the stored messages the projection left out
+    notes: list[str]
+
+    def text(self) -> str:
+        return dumps(self.items, self.format, transcript=self.about)
+
+
+def format_name(name: str) -> str:
+    """The canonical format name for `name` (an alias such as `qwen-code` too), or SessionLogError."""
+    canonical = ALIASES.get((name or "").strip().lower(), (name or "").strip().lower())
+    if canonical not in FORMATS:
+        raise SessionLogError(f"unknown format {name!r}: use one of {', '.join(FORMATS)}")
+    return canonical
+
+
+def read(text: str, format: str | None = None, *, filename: str = "") -> Session:
+    """Read a session log's text (its format detected when not given) as a transcript."""
+    fmt = format_name(format) if format else detect(text, filename=filename)
+    transcript, notes = _READERS[fmt](text, filename=filename)
+    metadata = transcript.get("metadata") if isinstance(transcript, dict) else None
+    if isinstance(metadata, dict) and fmt != "memoryui":
+        transcript["metadata"] = {**metadata, "format": fmt}
+    return Session(format=fmt, transcript=transcript, notes=notes)
+
+
+def write(messages: Sequence[Msg], format: str, *, transcript: dict | None = None) -> list[dict]:
+    """The messages as the items of `format` (messages, events or contents); `transcript` gives
+    the id, scope, title and metadata the format carries."""
+    return _WRITERS[format_name(format)](list(messages), transcript or {})
+
+
+def dumps(items: list[dict], format: str, *, transcript: dict | None = None) -> str:
+    """The items `write` gave as the file's text: JSONL for Claude Code, JSON for the others."""
+    fmt = format_name(format)
+    if fmt == "claude-code":
+        return claude_code.dumps(items, transcript or {})
+    if fmt == "memoryui":
+        return native.dumps(items, transcript or {})
+    return json.dumps(items, ensure_ascii=False, indent=2) + "\n"
+
+
+def export(transcript: Transcript, format: str | None = None, *, projected: bool = True) -> Export:
+    """A stored transcript's messages written in `format` (default: the format it came in): its
+    projection when `projected` — provider-safe, the trailing open tool exchange trimmed — else
+    every stored message."""
+    fmt = format_name(format) if format else original_format(transcript.metadata)
+    if projected:
+        projection = projection_of(transcript)
+        messages, trimmed, notes = projection.messages, [m.index for m in projection.trimmed], projection.notes
+    else:
+        messages, trimmed, notes = messages_of(transcript), [], []
+    about = {
+        "id": transcript.external_id,
+        "scope": transcript.scope,
+        "title": transcript.title,
+        "metadata": transcript.metadata if isinstance(transcript.metadata, dict) else {},
+    }
+    return Export(format=fmt, items=write(messages, fmt, transcript=about), about=about, trimmed=trimmed, notes=notes)
+
+
+def original_format(metadata: object) -> str:
+    """The format a stored transcript came in (memoryui's own when it says none)."""
+    fmt = metadata.get("format") if isinstance(metadata, dict) else None
+    return fmt if fmt in FORMATS else "memoryui"
