@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import random
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from rest_framework import exceptions
@@ -23,9 +21,8 @@ from rest_framework import exceptions
 from memoryui import rest, roles, rules, untrusted, writing
 from memoryui.models import ApiToken, Memory
 from memoryui.serializers import MemoryInputSerializer, MemorySerializer
-from recall.models import RecallProfile, RecallTrace
-from recall.pipeline import recall as run_recall
-from recall.pipeline import record_recall
+from recall.api import answer_recall
+from recall.models import RecallTrace
 from recall.serializers import RecallRequestSerializer
 from searchindex.search import SearchError, clean_query, search
 
@@ -160,24 +157,7 @@ def recall(caller: Caller, query: str, recent_tools: list[str] | None = None, li
         body["limit"] = limit
     request = RecallRequestSerializer(data=body)
     request.is_valid(raise_exception=True)
-    data = request.validated_data
-    profile = RecallProfile.objects.resolve(None)
-    try:
-        result = run_recall(
-            data["query"],
-            scope=data["scope"],
-            tools=data["tools"],
-            limit=data.get("limit"),
-            settings=profile.settings,
-            profile=profile.name,
-        )
-    except SearchError as exc:
-        raise exceptions.ValidationError({"query" if exc.field == "q" else exc.field: [str(exc)]}) from None
-    record_recall(result, actor=caller.actor)
-    trace = None
-    if random.random() < (settings.MEMORYUI_RECALL_TRACE_RATE or 0.0):
-        trace = RecallTrace.record(result, source=RecallTrace.Source.MCP, actor=caller.actor, profile=profile)
-    return {**result.to_dict(full=False), "trace_id": str(trace.pk) if trace else None}
+    return answer_recall(request.validated_data, actor=caller.actor, source=RecallTrace.Source.MCP)
 
 
 def remember(caller: Caller, text: str, kind: str | None = None, entity_key: str | None = None) -> dict:

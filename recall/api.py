@@ -75,30 +75,36 @@ class RecallView(APIView):
                 f"This token may not read scope {data['scope']}.",
                 {"scope": [f"{data['scope']} is outside this token's scopes: {', '.join(allowed)}"]},
             )
-        try:
-            profile = RecallProfile.objects.resolve(data.get("profile"))
-        except RecallProfile.DoesNotExist:
-            known = ", ".join(RecallProfile.objects.values_list("name", flat=True)) or "default"
-            message = f"no profile named {data['profile']!r}; known: {known}"
-            raise rest.ApiError(404, message, {"profile": [message]}) from None
-        try:
-            result = recall(
-                data["query"],
-                scope=data["scope"],
-                tools=data["tools"],
-                limit=data.get("limit"),
-                settings=profile.settings,
-                profile=profile.name,
-            )
-        except SearchError as exc:
-            raise exceptions.ValidationError({"query" if exc.field == "q" else exc.field: [str(exc)]}) from None
-        actor = rest.actor_for(request)
-        record_recall(result, actor=actor)
-        traced = data["trace"]
-        if traced is None:
-            traced = random.random() < (settings.MEMORYUI_RECALL_TRACE_RATE or 0.0)
-        trace = RecallTrace.record(result, source="api", actor=actor, profile=profile) if traced else None
-        return Response({**result.to_dict(full=data["explain"]), "trace_id": str(trace.pk) if trace else None})
+        return Response(answer_recall(data, actor=rest.actor_for(request), source=RecallTrace.Source.API))
+
+
+def answer_recall(data: dict, *, actor: str, source: str) -> dict:
+    """Run a validated `RecallRequestSerializer` body for an agent: the profile resolved (404 when
+    unknown), the recall run and recorded (access counts), a trace saved when asked or sampled;
+    the answer's JSON. The API's and the MCP server's recall both answer through it."""
+    try:
+        profile = RecallProfile.objects.resolve(data.get("profile"))
+    except RecallProfile.DoesNotExist:
+        known = ", ".join(RecallProfile.objects.values_list("name", flat=True)) or "default"
+        message = f"no profile named {data['profile']!r}; known: {known}"
+        raise rest.ApiError(404, message, {"profile": [message]}) from None
+    try:
+        result = recall(
+            data["query"],
+            scope=data["scope"],
+            tools=data["tools"],
+            limit=data.get("limit"),
+            settings=profile.settings,
+            profile=profile.name,
+        )
+    except SearchError as exc:
+        raise exceptions.ValidationError({"query" if exc.field == "q" else exc.field: [str(exc)]}) from None
+    record_recall(result, actor=actor)
+    traced = data.get("trace")
+    if traced is None:
+        traced = random.random() < (settings.MEMORYUI_RECALL_TRACE_RATE or 0.0)
+    trace = RecallTrace.record(result, source=source, actor=actor, profile=profile) if traced else None
+    return {**result.to_dict(full=data.get("explain", False)), "trace_id": str(trace.pk) if trace else None}
 
 
 # --- traces ------------------------------------------------------------------------------

@@ -90,6 +90,8 @@ def test_an_agent_lists_remembers_searches_and_recalls_over_stdio(store):
             except MCPError as exc:
                 seen["error"] = exc
             seen["stats"] = json.loads((await client.read_resource("memoryui://stats")).contents[0].text)
+            resource = await client.read_resource(f"memoryui://memories/{seen['remembered']['id']}")
+            seen["resource"] = json.loads(resource.contents[0].text)
 
     anyio.run(session)
 
@@ -116,6 +118,7 @@ def test_an_agent_lists_remembers_searches_and_recalls_over_stdio(store):
     error = seen["error"]
     assert (error.code, error.data["code"], error.data["status"]) == (-32004, "not_found", 404)
     assert seen["stats"]["total"] == 4 and seen["stats"]["scope"] == "agent:main"
+    assert seen["resource"]["text"] == remembered["text"] and seen["resource"]["id"] == remembered["id"]
 
     history = manage(store, "shell", "-c", (
         "from memoryui.models import MemoryEvent;"
