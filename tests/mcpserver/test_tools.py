@@ -136,3 +136,16 @@ def test_stats_count_the_connection_scope_only(make_memory):
     make_memory("Another agent's fact.", kind="fact", scope="agent:other")
     counted = tools.stats(LOCAL)
     assert counted["total"] == 1 and counted["by_kind"]["preference"] == 1
+
+
+def test_a_blank_or_invisible_query_is_invalid_naming_the_query():
+    for query in ("", "   ", "\u200b\u200b"):
+        with pytest.raises(exceptions.ValidationError) as caught:
+            tools.search_memory(LOCAL, query)
+        assert "query" in caught.value.detail
+
+
+def test_an_unexpected_failure_is_an_internal_error_that_tells_nothing_of_it(caplog):
+    error = mcp_error(RuntimeError("connection string postgres://secret@db"))
+    assert (error.code, error.data["code"], error.data["status"]) == (-32603, "server_error", 500)
+    assert "secret" not in error.message
