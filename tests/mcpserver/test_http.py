@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import anyio
 import httpx
 import httpx2
 import pytest
@@ -17,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from memoryui.models import ApiToken, Memory, MemoryEvent
+from tests.mcpserver.support import run_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -47,7 +47,7 @@ def session(url: str, token: str, work):
         ):
             answer["value"] = await work(client)
 
-    anyio.run(run)
+    run_client(run)
     return answer["value"]
 
 

@@ -10,11 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+
+from tests.mcpserver.support import run_client
 
 pytestmark = pytest.mark.e2e
 
@@ -93,7 +94,7 @@ def test_an_agent_lists_remembers_searches_and_recalls_over_stdio(store):
             resource = await client.read_resource(f"memoryui://memories/{seen['remembered']['id']}")
             seen["resource"] = json.loads(resource.contents[0].text)
 
-    anyio.run(session)
+    run_client(session)
 
     tools = seen["tools"]
     assert set(tools) == {"search_memory", "recall", "remember", "get_memory", "pin", "tombstone", "list_memories"}
