@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import exceptions, parsers
 
 from memoryui import untrusted
@@ -58,3 +59,30 @@ class JSONParser(parsers.JSONParser):
             more = f" ({len(details) - 1} more places in details)" if len(details) > 1 else ""
             raise UnstorableBody(f"Invalid input: {first} {reasons[0]}{more}.", details)
         return data
+
+
+class SessionLogParser(parsers.BaseParser):
+    """A body taken as the text it is: an agent's session log posted as it was written
+    (`POST /api/transcripts/?as=…`). Claude Code's JSONL is one JSON document a line, not one
+    document, so no JSON parser can read it; the session-log readers (memoryui.sessionlogs)
+    parse it, line by line, and name the line that is broken."""
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> str:
+        raw = stream.read() if stream is not None else b""
+        charset = (parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET
+        try:
+            return raw.decode("utf-8-sig" if charset.lower().replace("_", "-") == "utf-8" else charset)
+        except (UnicodeDecodeError, LookupError) as exc:
+            where = f" (byte {exc.start})" if isinstance(exc, UnicodeDecodeError) else ""
+            reason = f"is not {charset} text{where}"
+            raise UnstorableBody(f"Invalid input: the {BODY} {reason}.", {BODY: [reason]}) from None
+
+
+class JSONLinesParser(SessionLogParser):
+    media_type = "application/jsonl"
+
+
+class PlainTextParser(SessionLogParser):
+    media_type = "text/plain"
