@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
+
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, parsers
 
 from memoryui import untrusted
@@ -70,13 +73,16 @@ class SessionLogParser(parsers.BaseParser):
     media_type = "application/x-ndjson"
 
     def parse(self, stream, media_type=None, parser_context=None) -> str:
-        raw = stream.read() if stream is not None else b""
-        charset = (parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET
+        # DRF checks DATA_UPLOAD_MAX_MEMORY_SIZE for its own JSON and form parsers only: so here.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = b"" if stream is None else stream.read() if limit is None else stream.read(limit + 1)
+        if limit is not None and len(raw) > limit:
+            raise RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
+        charset = parsers.get_encoding(parser_context or {})  # a text codec: never bz2_codec and the like
         try:
-            return raw.decode("utf-8-sig" if charset.lower().replace("_", "-") == "utf-8" else charset)
-        except (UnicodeDecodeError, LookupError) as exc:
-            where = f" (byte {exc.start})" if isinstance(exc, UnicodeDecodeError) else ""
-            reason = f"is not {charset} text{where}"
+            return raw.decode("utf-8-sig" if codecs.lookup(charset).name == "utf-8" else charset)
+        except UnicodeDecodeError as exc:
+            reason = f"is not {charset} text (byte {exc.start})"
             raise UnstorableBody(f"Invalid input: the {BODY} {reason}.", {BODY: [reason]}) from None
 
 

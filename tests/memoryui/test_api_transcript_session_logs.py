@@ -71,7 +71,8 @@ def test_a_malformed_line_is_a_400_naming_the_line_and_nothing_is_stored(client,
 
     assert error["code"] == "invalid"
     assert list(error["details"]) == ["body"]
-    assert "line 3 is not JSON" in error["details"]["body"][0] and "line 3" in error["message"]
+    assert error["details"]["body"][0].startswith("is not a Claude Code session (.jsonl): line 3 is not JSON")
+    assert error["message"].startswith("Invalid input: the body is not a Claude Code session (.jsonl): line 3")
     assert not Transcript.objects.exists()
 
 
@@ -170,3 +171,20 @@ def test_the_schema_documents_as_scope_id_and_the_raw_body(alice_client):
     assert content["application/x-ndjson"]["schema"]["type"] == "string"
     assert content["text/plain"]["schema"]["type"] == "string"
     assert content["application/json"]["schema"]["$ref"].endswith("/TranscriptInRequest")
+
+
+def test_a_session_log_over_the_upload_limit_is_a_413(client, agent_token, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+
+    error = error_of(post(client, agent_token, CLAUDE_CODE, scope="agent:main"), 413)
+
+    assert error["code"] == "too_large"
+    assert not Transcript.objects.exists()
+
+
+def test_a_body_that_is_not_utf8_is_a_400_naming_the_body(client, agent_token):
+    body = CLAUDE_CODE.encode().replace(b"Priya", b"Pr\xffya")
+
+    error = error_of(post(client, agent_token, body, scope="agent:main"), 400)
+
+    assert list(error["details"]) == ["body"] and "utf-8" in error["details"]["body"][0]
