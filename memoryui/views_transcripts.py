@@ -29,6 +29,7 @@ TRANSCRIPT_PAGE_SIZE = 50
 # What a provider takes as it is: the projection as OpenAI chat messages.
 PROVIDER_FORMAT = "openai"
 _FILE_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_FILE_TYPES = {"claude-code": ("jsonl", "application/x-ndjson")}  # the others are one JSON document
 
 
 @roles.role_required(roles.Role.EDITOR, unsafe_only=True)
@@ -126,12 +127,23 @@ def _downloads(transcript: Transcript) -> list[dict]:
     came in when that is another."""
     url = reverse("transcript_download", args=[transcript.pk])
     downloads = [
-        {"format": PROVIDER_FORMAT, "label": "Download provider-safe messages", "url": f"{url}?as={PROVIDER_FORMAT}"}
+        {
+            "format": PROVIDER_FORMAT,
+            "label": "Download provider-safe messages",
+            "title": "The projection as OpenAI chat messages, the trailing open tool exchange trimmed",
+            "url": f"{url}?as={PROVIDER_FORMAT}",
+        }
     ]
     original = sessionlogs.original_format(transcript.metadata)
     if original != PROVIDER_FORMAT:
-        label = f"Download as {sessionlogs.FORMAT_LABELS[original]}"
-        downloads.append({"format": original, "label": label, "url": f"{url}?as={original}"})
+        downloads.append(
+            {
+                "format": original,
+                "label": f"Download as {sessionlogs.FORMAT_LABELS[original]}",
+                "title": "The projection in the format the transcript came in, to resume from",
+                "url": f"{url}?as={original}",
+            }
+        )
     return downloads
 
 
@@ -145,12 +157,9 @@ def transcript_download(request, pk):
         export = sessionlogs.export(transcript, request.GET.get("as") or None, projected=True)
     except sessionlogs.SessionLogError as exc:
         return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
-    extension = "jsonl" if export.format == "claude-code" else "json"
+    extension, media_type = _FILE_TYPES.get(export.format, ("json", "application/json"))
     stem = _FILE_NAME_UNSAFE.sub("-", transcript.external_id).strip("-.")[:80] or str(transcript.pk)
-    response = HttpResponse(
-        export.text(),
-        content_type=f"{'application/x-ndjson' if extension == 'jsonl' else 'application/json'}; charset=utf-8",
-    )
+    response = HttpResponse(export.text(), content_type=f"{media_type}; charset=utf-8")
     response["Content-Disposition"] = content_disposition_header(
         as_attachment=True, filename=f"{stem}.projected.{export.format}.{extension}"
     )
