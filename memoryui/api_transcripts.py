@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from django.db import transaction
 from django.db.models import Count
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memoryui import extraction, filters, rest, roles, sessionlogs
+from memoryui import extraction, filters, parsers, rest, roles, rules, sessionlogs
 from memoryui.ingestion import MAX_MESSAGES, TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
@@ -35,6 +37,13 @@ class IngestReportSerializer(serializers.Serializer):
     messages = serializers.IntegerField(help_text="messages the transcript holds now")
     added = serializers.IntegerField()
     unchanged = serializers.IntegerField()
+    task_id = serializers.UUIDField(required=False, help_text="with ?extract=true: the queued extraction task")
+    format = serializers.ChoiceField(
+        choices=sessionlogs.FORMATS, required=False, help_text="with ?as=: the format the body was read as"
+    )
+    notes = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="with ?as=: what the log held that was left out"
+    )
 
 
 class TaskRunSerializer(serializers.ModelSerializer):
@@ -241,7 +250,88 @@ def transcript_detail(transcript: Transcript) -> dict:
     }
 
 
+SESSION_LOG_AS = ("auto", *sessionlogs.FORMATS)
+SESSION_LOG_EXAMPLE = "\n".join(
+    json.dumps(event, ensure_ascii=False)
+    for event in (
+        {
+            "type": "user",
+            "sessionId": "5f0c2d1e-7a4b-4c3d-9e8f-0a1b2c3d4e5f",
+            "uuid": "3f40a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b",
+            "timestamp": "2026-11-25T09:00:05Z",
+            "message": {"role": "user", "content": "My name is Priya Raman. I prefer pytest over unittest."},
+        },
+        {
+            "type": "assistant",
+            "sessionId": "5f0c2d1e-7a4b-4c3d-9e8f-0a1b2c3d4e5f",
+            "uuid": "51627384-95a6-4b7c-8d9e-0f1a2b3c4d5e",
+            "timestamp": "2026-11-25T09:00:07Z",
+            "message": {
+                "id": "msg_01HqRk",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Noted: pytest."}],
+            },
+        },
+    )
+)
+
+
+def _session_log(request) -> tuple[sessionlogs.Session, dict]:
+    """The body read as the session log `?as=` names (`auto`: detected), as transcript JSON with
+    `?scope=` and `?id=` filling in what the log has none of; a 400 naming the body, the line or
+    the parameter otherwise."""
+    params = request.query_params
+    problems: dict = {}
+    wanted = rest.choice_param("as", params.get("as", ""), SESSION_LOG_AS, problems)
+    given = {key: params.get(key, "") for key in ("scope", "id")}
+    if given["scope"]:
+        rest.scope_param(given["scope"], problems)
+    if problems:
+        raise exceptions.ValidationError(problems)
+    body = request.data
+    # A JSON body (gemini, OpenAI, memoryui) arrives parsed, and its boundary checks done.
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False) if body else ""
+    if not text.strip():
+        raise exceptions.ValidationError({parsers.BODY: ["is empty: post the session log as the request body"]})
+    try:
+        session = sessionlogs.read(text, None if wanted == "auto" else wanted)
+    except sessionlogs.SessionLogError as exc:
+        reason = str(exc) if wanted == "auto" else f"is not a {sessionlogs.FORMAT_LABELS[wanted]}: {exc}"
+        raise rest.ApiError(400, f"Invalid input: the {parsers.BODY} {reason}.", {parsers.BODY: [reason]}) from None
+    data = session.transcript
+    if not isinstance(data, dict):
+        return session, data  # the ingestion rules say what is wrong with it
+    data = dict(data)
+    for key, value in given.items():
+        if not value:
+            continue
+        # A session log's own id is only a default; memoryui's JSON names its own id and scope.
+        own = data.get(key) if key == "scope" or session.format == "memoryui" else None
+        if own not in (None, "") and not _same(key, own, value):
+            problems[key] = [f"the body's {key} is {str(own)[:80]!r}: leave ?{key}= out, or make them match"]
+        data[key] = value
+    if not data.get("scope") and session.format != "memoryui":  # memoryui's rules name its own
+        problems["scope"] = [f"a {session.format} session log names no scope: add ?scope= (e.g. agent:main)"]
+    if problems:
+        raise exceptions.ValidationError(problems)
+    return session, data
+
+
+def _same(key: str, own: object, given: str) -> bool:
+    if not isinstance(own, str):
+        return False
+    if key == "scope":
+        try:
+            return rules.normalize_scope(own) == rules.normalize_scope(given)
+        except rules.ScopeError:
+            return False
+    return own == given
+
+
 class TranscriptListView(rest.WriteTransactionMixin, APIView):
+    # JSON as everywhere; the text types only carry a session log (`?as=`).
+    parser_classes = [parsers.JSONParser, parsers.SessionLogParser, parsers.JSONLinesParser, parsers.PlainTextParser]
+
     @extend_schema(
         summary="Transcripts in your scopes, newest first",
         parameters=[OpenApiParameter("scope", str, description="Only this scope.")],
@@ -257,18 +347,31 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
         return Response(TranscriptSummarySerializer(transcripts[:200], many=True).data)
 
     @extend_schema(
-        summary="Post a transcript (or new messages of one)",
+        summary="Post a transcript (or new messages of one), or an agent's session log",
         description=(
             "The DESIGN.md transcript JSON `{id?, scope, title?, metadata?, messages: [...]}`. Idempotent by "
             "transcript id and message index: posting it again stores only the messages it did not have. A "
             "malformed message is a 400 naming `messages[i].field`, and nothing is stored; a stored message that "
-            "differs is a 409. Add `?extract=true` to queue its extraction."
+            "differs is a 409. Add `?extract=true` to queue its extraction.\n\n"
+            "With `?as=` the body is instead a session log as the agent wrote it: `claude-code` (the session "
+            "JSONL, posted as `application/x-ndjson`, `application/jsonl` or `text/plain`), `gemini` (a gemini-cli "
+            "or qwen-code chat checkpoint), `openai` (chat messages), `memoryui`, or `auto` to detect which. A "
+            "session log names no scope: `?scope=` gives it; `?id=` takes the place of the log's own id (Claude "
+            "Code's session id, a checkpoint has none). The rules, the idempotency and the answer are the same, "
+            "with `format` and `notes` (what the log held that was left out) added; a line that is not a session "
+            "event is a 400 naming it in `details.body`."
         ),
-        request=TranscriptInSerializer,
+        request={
+            "application/json": TranscriptInSerializer,
+            "application/x-ndjson": OpenApiTypes.STR,
+            "application/jsonl": OpenApiTypes.STR,
+            "text/plain": OpenApiTypes.STR,
+        },
         examples=[
             OpenApiExample(
                 "A session with a tool call",
                 request_only=True,
+                media_type="application/json",
                 value={
                     "id": "session-2026-11-25-7f3a",
                     "scope": "agent:main",
@@ -284,17 +387,49 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
                         {"role": "assistant", "content": "Noted: you deploy on Fridays."},
                     ],
                 },
-            )
+            ),
+            OpenApiExample(
+                "A Claude Code session log (?as=claude-code&scope=agent:main)",
+                request_only=True,
+                media_type="application/x-ndjson",
+                value=SESSION_LOG_EXAMPLE,
+            ),
         ],
-        parameters=[OpenApiParameter("extract", bool, description="queue an extraction task after storing")],
+        parameters=[
+            OpenApiParameter("extract", bool, description="queue an extraction task after storing"),
+            OpenApiParameter(
+                "as",
+                str,
+                enum=list(SESSION_LOG_AS),
+                description="the body is a session log in this format (auto: detected), not the transcript JSON",
+            ),
+            OpenApiParameter("scope", str, description="with as: the transcript's scope (a session log names none)"),
+            OpenApiParameter(
+                "id",
+                str,
+                description="with as: the transcript's id, in place of the log's own (post the same id again to add "
+                "only new messages)",
+            ),
+        ],
         responses={201: IngestReportSerializer, 200: IngestReportSerializer, **rest.errors(400, 401, 403, 409)},
     )
     def post(self, request):
         allowed = rest.visible_scopes(request)
+        session = None
+        if request.query_params.get("as"):
+            session, data = _session_log(request)
+        elif isinstance(request.data, str):
+            raise exceptions.UnsupportedMediaType(
+                request.content_type, "A text body is a session log: name its format with ?as= (or ?as=auto)."
+            )
+        else:
+            data = request.data
         try:
             with transaction.atomic():
-                report = ingest(request.data, allowed_scopes=allowed)
+                report = ingest(data, allowed_scopes=allowed)
                 body = report.to_dict()
+                if session is not None:
+                    body.update(format=session.format, notes=session.notes)
                 if _flag(request.query_params, "extract"):
                     body["task_id"] = str(enqueue_extraction(report.transcript, actor=rest.actor_for(request)).pk)
         except TranscriptError as exc:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, parsers
 
 from memoryui import untrusted
@@ -58,3 +62,33 @@ class JSONParser(parsers.JSONParser):
             more = f" ({len(details) - 1} more places in details)" if len(details) > 1 else ""
             raise UnstorableBody(f"Invalid input: {first} {reasons[0]}{more}.", details)
         return data
+
+
+class SessionLogParser(parsers.BaseParser):
+    """A body taken as the text it is: an agent's session log posted as it was written
+    (`POST /api/transcripts/?as=…`). Claude Code's JSONL is one JSON document a line, not one
+    document, so no JSON parser can read it; the session-log readers (memoryui.sessionlogs)
+    parse it, line by line, and name the line that is broken."""
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> str:
+        # DRF checks DATA_UPLOAD_MAX_MEMORY_SIZE for its own JSON and form parsers only: so here.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = b"" if stream is None else stream.read() if limit is None else stream.read(limit + 1)
+        if limit is not None and len(raw) > limit:
+            raise RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
+        charset = parsers.get_encoding(parser_context or {})  # a text codec: never bz2_codec and the like
+        try:
+            return raw.decode("utf-8-sig" if codecs.lookup(charset).name == "utf-8" else charset)
+        except UnicodeDecodeError as exc:
+            reason = f"is not {charset} text (byte {exc.start})"
+            raise UnstorableBody(f"Invalid input: the {BODY} {reason}.", {BODY: [reason]}) from None
+
+
+class JSONLinesParser(SessionLogParser):
+    media_type = "application/jsonl"
+
+
+class PlainTextParser(SessionLogParser):
+    media_type = "text/plain"

@@ -20,6 +20,7 @@ urlpatterns = [
     path("indexes/<slug:action>/", views.index_action, name="index_action"),
     path("transcripts/", views_transcripts.transcript_list, name="transcript_list"),
     path("transcripts/<uuid:pk>/", views_transcripts.transcript_detail, name="transcript_detail"),
+    path("transcripts/<uuid:pk>/download/", views_transcripts.transcript_download, name="transcript_download"),
     path("transcripts/<uuid:pk>/extract/", views_transcripts.transcript_extract, name="transcript_extract"),
     path("duplicates/", views_hygiene.duplicates, name="duplicates"),
     path("duplicates/merge/", views_hygiene.duplicates_merge, name="duplicates_merge"),

@@ -3,16 +3,21 @@ dry run of what it would do now), and the background tasks with their progress."
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryui import decay, extraction, roles, rollup, web
+from memoryui import decay, extraction, roles, rollup, sessionlogs, web
 from memoryui.api_transcripts import transcript_detail as detail_of
 from memoryui.forms import TRANSCRIPT_EXAMPLE, PostedTranscript, TranscriptPostForm
 from memoryui.models import TaskRun, Transcript
@@ -21,6 +26,10 @@ from memoryui.tasks import DECAY, enqueue_decay, enqueue_extraction
 from memoryui.text import count
 
 TRANSCRIPT_PAGE_SIZE = 50
+# What a provider takes as it is: the projection as OpenAI chat messages.
+PROVIDER_FORMAT = "openai"
+_FILE_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_FILE_TYPES = {"claude-code": ("jsonl", "application/x-ndjson")}  # the others are one JSON document
 
 
 @roles.role_required(roles.Role.EDITOR, unsafe_only=True)
@@ -103,6 +112,7 @@ def transcript_detail(request, pk):
     context = {
         "transcript": transcript,
         "detail": detail,
+        "downloads": _downloads(transcript),
         "dry_run": dry_run,
         "runs": runs,
         "summary": summary,
@@ -110,6 +120,50 @@ def transcript_detail(request, pk):
         or ("" if settings.MEMORYUI_LLM_BASE_URL and settings.MEMORYUI_LLM_MODEL else "summaries need an LLM"),
     }
     return web.render(request, "memoryui/transcript_detail.html", context)
+
+
+def _downloads(transcript: Transcript) -> list[dict]:
+    """The projected export's files: the provider-safe messages, and the format the transcript
+    came in when that is another."""
+    url = reverse("transcript_download", args=[transcript.pk])
+    downloads = [
+        {
+            "format": PROVIDER_FORMAT,
+            "label": "Download provider-safe messages",
+            "title": "The projection as OpenAI chat messages, the trailing open tool exchange trimmed",
+            "url": f"{url}?as={PROVIDER_FORMAT}",
+        }
+    ]
+    original = sessionlogs.original_format(transcript.metadata)
+    if original != PROVIDER_FORMAT:
+        downloads.append(
+            {
+                "format": original,
+                "label": f"Download as {sessionlogs.FORMAT_LABELS[original]}",
+                "title": "The projection in the format the transcript came in, to resume from",
+                "url": f"{url}?as={original}",
+            }
+        )
+    return downloads
+
+
+@web.login_required_htmx
+@require_GET
+def transcript_download(request, pk):
+    """The projected export as a file (the API's `?projected=true`): provider-safe, the trailing
+    open tool exchange trimmed, in the format `?as=` names (default: the one it came in)."""
+    transcript = get_object_or_404(Transcript, pk=pk)
+    try:
+        export = sessionlogs.export(transcript, request.GET.get("as") or None, projected=True)
+    except sessionlogs.SessionLogError as exc:
+        return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
+    extension, media_type = _FILE_TYPES.get(export.format, ("json", "application/json"))
+    stem = _FILE_NAME_UNSAFE.sub("-", transcript.external_id).strip("-.")[:80] or str(transcript.pk)
+    response = HttpResponse(export.text(), content_type=f"{media_type}; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=True, filename=f"{stem}.projected.{export.format}.{extension}"
+    )
+    return response
 
 
 @roles.editor_required
