@@ -7,7 +7,6 @@ import uuid
 
 from django.db import transaction
 from django.db.models import Count
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
@@ -282,7 +281,7 @@ def _session_log(request) -> tuple[sessionlogs.Session, dict]:
     the parameter otherwise."""
     params = request.query_params
     problems: dict = {}
-    wanted = rest.choice_param("as", params.get("as", ""), SESSION_LOG_AS, problems)
+    wanted = rest.choice_param("as", params.get("as") or "auto", SESSION_LOG_AS, problems)
     given = {key: params.get(key, "") for key in ("scope", "id")}
     if given["scope"]:
         rest.scope_param(given["scope"], problems)
@@ -353,7 +352,8 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
             "transcript id and message index: posting it again stores only the messages it did not have. A "
             "malformed message is a 400 naming `messages[i].field`, and nothing is stored; a stored message that "
             "differs is a 409. Add `?extract=true` to queue its extraction.\n\n"
-            "With `?as=` the body is instead a session log as the agent wrote it: `claude-code` (the session "
+            "With `?as=` the body is instead a session log as the agent wrote it (a text body without `?as=` is "
+            "read as `?as=auto`): `claude-code` (the session "
             "JSONL, posted as `application/x-ndjson`, `application/jsonl` or `text/plain`), `gemini` (a gemini-cli "
             "or qwen-code chat checkpoint), `openai` (chat messages), `memoryui`, or `auto` to detect which. A "
             "session log names no scope: `?scope=` gives it; `?id=` takes the place of the log's own id (Claude "
@@ -361,12 +361,9 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
             "with `format` and `notes` (what the log held that was left out) added; a line that is not a session "
             "event is a 400 naming it in `details.body`."
         ),
-        request={
-            "application/json": TranscriptInSerializer,
-            "application/x-ndjson": OpenApiTypes.STR,
-            "application/jsonl": OpenApiTypes.STR,
-            "text/plain": OpenApiTypes.STR,
-        },
+        # The schema describes the transcript JSON only: what a session log may be depends on `?as=`,
+        # which a schema cannot say, so the session-log form of this endpoint is in the description.
+        request={"application/json": TranscriptInSerializer},
         examples=[
             OpenApiExample(
                 "A session with a tool call",
@@ -388,40 +385,17 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
                     ],
                 },
             ),
-            OpenApiExample(
-                "A Claude Code session log (?as=claude-code&scope=agent:main)",
-                request_only=True,
-                media_type="application/x-ndjson",
-                value=SESSION_LOG_EXAMPLE,
-            ),
         ],
         parameters=[
             OpenApiParameter("extract", bool, description="queue an extraction task after storing"),
-            OpenApiParameter(
-                "as",
-                str,
-                enum=list(SESSION_LOG_AS),
-                description="the body is a session log in this format (auto: detected), not the transcript JSON",
-            ),
-            OpenApiParameter("scope", str, description="with as: the transcript's scope (a session log names none)"),
-            OpenApiParameter(
-                "id",
-                str,
-                description="with as: the transcript's id, in place of the log's own (post the same id again to add "
-                "only new messages)",
-            ),
         ],
         responses={201: IngestReportSerializer, 200: IngestReportSerializer, **rest.errors(400, 401, 403, 409)},
     )
     def post(self, request):
         allowed = rest.visible_scopes(request)
         session = None
-        if request.query_params.get("as"):
+        if request.query_params.get("as") or isinstance(request.data, str):
             session, data = _session_log(request)
-        elif isinstance(request.data, str):
-            raise exceptions.UnsupportedMediaType(
-                request.content_type, "A text body is a session log: name its format with ?as= (or ?as=auto)."
-            )
         else:
             data = request.data
         try:
@@ -449,7 +423,8 @@ class TranscriptDetailView(APIView):
             "transcripts in several of your scopes, `?scope=` picks one (else 409). With `?projected=true` the "
             "answer is instead the provider-safe message list every consumer sees — the trailing open tool "
             "exchange trimmed — written in the format the transcript came in (`openai`, `claude-code`, `gemini` "
-            "or `memoryui`), or in the one `?as=` names."
+            "or `memoryui`), or in the one `?as=` names. `?as=` alone writes every stored message in that format, "
+            "in the same shape."
         ),
         parameters=[
             OpenApiParameter("scope", str, description="The scope, when the id is used in several."),
@@ -462,7 +437,8 @@ class TranscriptDetailView(APIView):
                 "as",
                 str,
                 enum=list(sessionlogs.FORMATS),
-                description="with projected=true: the format to write (default: the one the transcript came in)",
+                description="the format to write the messages in (default: the one the transcript came in); "
+                "without projected=true, every stored message",
             ),
         ],
         responses={
@@ -478,16 +454,15 @@ class TranscriptDetailView(APIView):
         transcript = _transcript(request, pk)
         # `as`, not `format`: DRF reads `?format=` as the response's own format.
         wanted = request.query_params.get("as", "")
-        if not _flag(request.query_params, "projected"):
-            if wanted:
-                raise exceptions.ValidationError({"as": ["only with projected=true"]})
+        projected = _flag(request.query_params, "projected")
+        if not projected and not wanted:
             return Response(transcript_detail(transcript))
         if wanted:
             problems: dict = {}
             wanted = rest.choice_param("as", wanted, sessionlogs.FORMATS, problems)
             if problems:
                 raise exceptions.ValidationError(problems)
-        export = sessionlogs.export(transcript, wanted or None, projected=True)
+        export = sessionlogs.export(transcript, wanted or None, projected=projected)
         return Response(
             {
                 "id": str(transcript.pk),

@@ -56,16 +56,25 @@ def test_without_projected_the_detail_is_unchanged_and_shows_the_trimmed_message
     assert [m["trimmed"] for m in body["messages"]] == [False] * 4 + [True] * 2
 
 
-def test_a_bad_format_or_a_format_without_projected_is_a_400(client, agent_token):
+def test_a_bad_format_or_flag_is_a_400(client, agent_token):
     transcript = ingest("openai/crashed.json")
 
     unknown = get(client, agent_token, transcript, projected="true", as_="markdown")
-    alone = get(client, agent_token, transcript, as_="openai")
     bad_flag = get(client, agent_token, transcript, projected="maybe")
 
-    assert unknown.status_code == alone.status_code == bad_flag.status_code == 400
-    assert "as" in unknown.json()["error"]["details"] and "as" in alone.json()["error"]["details"]
+    assert unknown.status_code == bad_flag.status_code == 400
+    assert "as" in unknown.json()["error"]["details"]
     assert "projected" in bad_flag.json()["error"]["details"]
+
+
+def test_as_without_projected_writes_every_stored_message_in_that_format(client, agent_token):
+    transcript = ingest("openai/crashed.json")
+
+    body = get(client, agent_token, transcript, as_="openai").json()
+
+    assert body["format"] == "openai" and body["trimmed"] == []
+    assert len(body["messages"]) == 6  # the open exchange too: this is the stored transcript
+    assert openai_problems(body["messages"]) != []  # which is why a provider wants the projection
 
 
 def test_another_scopes_transcript_is_not_found_projected_or_not(client, mallory_token):
