@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
+from billiard import common as billiard_common
 from celery import Celery
-from celery.signals import celeryd_init
+from celery.signals import celeryd_init, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
 
 app = Celery("memoryui")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+HARD_EXIT_AFTER_SECONDS = 1.0
+
+
+@task_prerun.connect
+def _exit_surely_when_terminated(**kwargs) -> None:
+    # A pool process told to stop (`make run`'s TERM reaches the whole group) leaves through
+    # billiard's handler, which raises SystemExit wherever the process is. Raised inside a
+    # finalizer (a weakref callback the garbage collector runs), Python prints it and carries on,
+    # and the process lives until it is killed. So the handler also arms a hard exit.
+    if signal.getsignal(signal.SIGTERM) is billiard_common._shutdown_cleanup:
+        signal.signal(signal.SIGTERM, _terminate)
+
+
+def _terminate(signum, frame) -> None:
+    hard_exit = threading.Timer(HARD_EXIT_AFTER_SECONDS, os._exit, args=(signum,))
+    hard_exit.daemon = True
+    hard_exit.start()
+    billiard_common._shutdown_cleanup(signum, frame)
 
 if app.conf.broker_url.startswith("sqla+"):
     # The embedded broker polls its table; the default (1 s) would add a second to every
