@@ -35,6 +35,7 @@ def _terminate(signum, frame) -> None:
     hard_exit.start()
     billiard_common._shutdown_cleanup(signum, frame)
 
+
 if app.conf.broker_url.startswith("sqla+"):
     # The embedded broker polls its table; the default (1 s) would add a second to every
     # task. It must be set on the transport class: broker_transport_options go to SQLAlchemy.
