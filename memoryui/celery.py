@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
-import threading
+import sys
 
 from billiard import common as billiard_common
 from celery import Celery
@@ -16,24 +15,23 @@ app = Celery("memoryui")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-HARD_EXIT_AFTER_SECONDS = 1.0
-
 
 @task_prerun.connect
 def _exit_surely_when_terminated(**kwargs) -> None:
     # A pool process told to stop (`make run`'s TERM reaches the whole group) leaves through
     # billiard's handler, which raises SystemExit wherever the process is. Raised inside a
-    # finalizer (a weakref callback the garbage collector runs), Python prints it and carries on,
-    # and the process lives until it is killed. So the handler also arms a hard exit.
-    if signal.getsignal(signal.SIGTERM) is billiard_common._shutdown_cleanup:
-        signal.signal(signal.SIGTERM, _terminate)
+    # finalizer (a weakref callback the garbage collector runs), Python reports it as unraisable
+    # and carries on, and the process lives until it is killed. In a pool process, such a
+    # swallowed stop exits there and then. (Only a process whose terminate handler fired exits:
+    # elsewhere, tasks run inline for one, the hook is Python's own.)
+    sys.unraisablehook = _exit_when_the_stop_is_swallowed
 
 
-def _terminate(signum, frame) -> None:
-    hard_exit = threading.Timer(HARD_EXIT_AFTER_SECONDS, os._exit, args=(signum,))
-    hard_exit.daemon = True
-    hard_exit.start()
-    billiard_common._shutdown_cleanup(signum, frame)
+def _exit_when_the_stop_is_swallowed(unraisable) -> None:
+    stop = unraisable.exc_value
+    if isinstance(stop, SystemExit) and billiard_common.terminate_handler_fired():
+        os._exit(stop.code & 0xFF if isinstance(stop.code, int) else 1)
+    sys.__unraisablehook__(unraisable)
 
 
 if app.conf.broker_url.startswith("sqla+"):
