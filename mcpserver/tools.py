@@ -98,9 +98,7 @@ def error_of(exc: Exception) -> tuple[int, dict] | None:
 
 def memory_dict(memory: Memory) -> dict:
     """A memory as the API shows it, without the API's own URL."""
-    data = dict(_PlainMemory(memory).data)
-    data["status"] = memory.status
-    return data
+    return dict(_PlainMemory(memory).data)
 
 
 class _PlainMemory(MemorySerializer):
