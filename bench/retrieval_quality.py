@@ -139,12 +139,17 @@ def collect(name: str) -> dict:
     return {"set": name, "embedder": embedder, "runs": runs}
 
 
-def collect_in_child(name: str) -> dict:
+def collect_in_child(name: str, lexical: str = "whoosh", postgres: str = "") -> dict:
     """The set's raw retrievals, from a child process, or from its cache when neither the set nor
-    the code that retrieves (recall/, the store's rules) changed since."""
-    data_dir = ROOT / "var" / "bench" / "retrieval" / name
+    the code that retrieves (recall/, searchindex/, the store's rules) changed since.
+
+    With `lexical="postgres"` the set's store is a PostgreSQL database of its own
+    (memoryui_bench_<set> at `postgres`, created when missing) with the BM25 index in it."""
+    data_dir = ROOT / "var" / "bench" / "retrieval" / (name if lexical == "whoosh" else f"{name}-{lexical}")
     data_dir.mkdir(parents=True, exist_ok=True)
-    sources = sorted([*(ROOT / "recall").glob("*.py"), ROOT / "memoryui" / "rules.py", Path(__file__)])
+    sources = sorted(
+        [*(ROOT / "recall").glob("*.py"), *(ROOT / "searchindex").glob("*.py"), ROOT / "memoryui" / "rules.py"]
+    ) + [Path(__file__)]
     digest = hashlib.sha256(SETS[name].read_bytes())
     for source in sources:
         digest.update(source.read_bytes())
@@ -157,6 +162,9 @@ def collect_in_child(name: str) -> dict:
     env["MEMORYUI_DATA_DIR"] = str(data_dir)
     env.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
     env["CELERY_TASK_ALWAYS_EAGER"] = "1"
+    env["MEMORYUI_LEXICAL"] = lexical
+    if lexical == "postgres":
+        env["DATABASE_URL"] = postgres_database(postgres, f"memoryui_bench_{name}")
     env.setdefault("OMP_NUM_THREADS", "1")
     done = subprocess.run(
         [sys.executable, __file__, "--collect", name], env=env, capture_output=True, text=True, check=False
@@ -167,6 +175,16 @@ def collect_in_child(name: str) -> dict:
     collected = json.loads(done.stdout) | {"fingerprint": digest.hexdigest()}
     cache.write_text(json.dumps(collected), encoding="utf-8")
     return collected
+
+
+def postgres_database(server: str, database: str) -> str:
+    """The URL of `database` on the PostgreSQL server at `server`, created when missing."""
+    import psycopg
+
+    with psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True) as connection:
+        if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone():
+            connection.execute(f'CREATE DATABASE "{database}"')
+    return f"{server.rstrip('/')}/{database}"
 
 
 # --- the parent: rank, judge and score ------------------------------------------------------------
@@ -310,12 +328,42 @@ def sweep(collected_sets: dict[str, dict], base) -> None:
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
+def compare_lexical(names: list[str], settings, postgres: str) -> None:
+    """Each set scored with the whoosh and the PostgreSQL BM25 index, and the differences."""
+    print("\n## whoosh vs PostgreSQL lexical index (same sets, same embedder, same knobs)\n")
+    keys = ("recall@5", "top1", "mrr", "no_result_recall")
+    print("| set | retriever | " + " | ".join(f"{k} whoosh / pg (Δ)" for k in keys) + " |")
+    print("|---|---|" + "---|" * len(keys))
+    for name in names:
+        whoosh = report_set(collect_in_child(name, "whoosh"), settings)
+        postgres_report = report_set(collect_in_child(name, "postgres", postgres), settings)
+        for retriever in RETRIEVERS:
+            for mode in ("ranking", "decision"):
+                a, b = whoosh[mode][retriever], postgres_report[mode][retriever]
+                cells = [f"{a[k]:.3f} / {b[k]:.3f} ({b[k] - a[k]:+.3f})" for k in keys]
+                print(f"| {name} | {retriever} ({mode}) | " + " | ".join(cells) + " |")
+        a, b = whoosh["recall (heuristic)"], postgres_report["recall (heuristic)"]
+        cells = [f"{a[k]:.3f} / {b[k]:.3f} ({b[k] - a[k]:+.3f})" for k in keys]
+        print(f"| {name} | recall (heuristic) | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     parser.add_argument("--settings", metavar="JSON", help="retrieval knobs to try instead of the defaults")
     parser.add_argument("--sweep", action="store_true", help="print hybrid ranking quality over fusion settings")
+    parser.add_argument(
+        "--lexical",
+        choices=("whoosh", "postgres", "both"),
+        default="whoosh",
+        help="the BM25 index; `both` scores every set on each and prints the differences",
+    )
+    parser.add_argument(
+        "--postgres",
+        default="postgres://postgres@127.0.0.1:5432",
+        help="PostgreSQL server for --lexical postgres (one database per set, created when missing)",
+    )
     parser.add_argument("--collect", metavar="SET", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.collect:
@@ -336,7 +384,10 @@ def main() -> None:
     unknown = [name for name in names if name not in SETS]
     if unknown:
         parser.error(f"unknown set(s) {', '.join(unknown)}; use {', '.join(SETS)}")
-    collected = {name: collect_in_child(name) for name in names}
+    if args.lexical == "both":
+        compare_lexical(names, settings, args.postgres)
+        return
+    collected = {name: collect_in_child(name, args.lexical, args.postgres) for name in names}
     if args.sweep:
         sweep(collected, settings)
         return

@@ -12,7 +12,9 @@ class SearchIndexConfig(AppConfig):
     def ready(self) -> None:
         # The store announces committed changes; the indexes listen, so the store never imports
         # them. Imported here, not at the top: models can be imported only once apps are ready.
-        from memoryui.models import outbox_committed
+        from memoryui.models import index_entries_due, outbox_committed
+        from searchindex.outbox import write_in_step
         from searchindex.tasks import enqueue_sync
 
         outbox_committed.connect(enqueue_sync, dispatch_uid="searchindex.enqueue_sync")
+        index_entries_due.connect(write_in_step, dispatch_uid="searchindex.write_in_step")

@@ -83,7 +83,7 @@ def status() -> Health:
 def _info(name: str, opened) -> dict:
     if name == "vector":
         return {"embedder": opened.embedder.name, "where": opened.location}
-    return {"where": str(opened.path)}
+    return {"where": opened.location}
 
 
 def run(action: str, *, actor: str) -> IndexCheck:

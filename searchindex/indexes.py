@@ -1,4 +1,4 @@
-"""The process's open search indexes: the vector index (chromadb) and the BM25 index (whoosh).
+"""The process's open search indexes: the vector index (chromadb) and the BM25 index (whoosh or PostgreSQL).
 
 The database is the source of truth; each index holds a derived copy of every active memory.
 `searchindex.outbox` keeps them in step with the database, `searchindex.health` verifies,
@@ -12,6 +12,7 @@ import threading
 from django.conf import settings
 
 from searchindex.lexical import LexicalIndex
+from searchindex.lexical_postgres import PostgresLexicalIndex
 from searchindex.vector import VectorIndex
 
 _lock = threading.Lock()
@@ -33,7 +34,7 @@ def _open(name: str):
     if name == "vector":
         return VectorIndex()
     if name == "bm25":
-        return LexicalIndex()
+        return PostgresLexicalIndex() if settings.MEMORYUI_LEXICAL == "postgres" else LexicalIndex()
     raise ValueError(f"unknown index {name!r}; one of {', '.join(INDEX_NAMES)}")
 
 

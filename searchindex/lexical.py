@@ -57,7 +57,8 @@ FIELD_BOOSTS = {"text": 1.0, "tags": 1.5, "entity_key": 2.5}
 # No length normalization for the key and tags: whoosh averages a field's length over every
 # document, most of which have no key or tags, so a memory that has one would look three times
 # "too long" and lose to a passing mention in another memory's body.
-WEIGHTING = scoring.BM25F(B=0.75, K1=1.2, entity_key_B=0.0, tags_B=0.0)
+BM25_K1, BM25_B = 1.2, 0.75
+WEIGHTING = scoring.BM25F(B=BM25_B, K1=BM25_K1, entity_key_B=0.0, tags_B=0.0)
 
 _tokenize = tokenize  # MemoryTokenizer's `tokenize` argument (whoosh's name) hides the function
 
@@ -129,9 +130,42 @@ def _term_statistics(searcher, terms: list[str]) -> tuple[dict[str, float], dict
     weights, frequencies = {}, {}
     for term in terms:
         frequency = max(searcher.doc_frequency(field, term) for field in FIELD_BOOSTS)
-        weights[term] = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+        weights[term] = term_weight(total, frequency)
         frequencies[term] = frequency
     return weights, frequencies
+
+
+def term_weight(total: int, frequency: int) -> float:
+    """A query term's weight in the coverage signal: its BM25 inverse document frequency."""
+    return math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+
+
+def selecting_terms(terms: list[str], frequencies: dict[str, int], total: int) -> tuple[list[str], list[str]]:
+    """The query's present terms split into those that select candidates and the common rest.
+
+    A term in at least COMMON_TERM_SHARE of the memories (and COMMON_TERM_MIN_DOCS of them) only
+    scores where a rarer term matched; a query of only common terms is selected by its rarest one.
+    """
+    present = [term for term in terms if frequencies.get(term, 0) > 0]
+    if not present:
+        return [], []
+    common_from = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
+    rare = [term for term in present if frequencies[term] < common_from]
+    if not rare:
+        rare = [min(present, key=lambda term: frequencies[term])]
+    return rare, [term for term in present if term not in rare]
+
+
+def coverage(query: str, terms: list[str], weights: dict[str, float], matched: set[str]) -> float:
+    """The weighted share of the query's terms a memory holds (Hit.coverage), given the terms it matched."""
+    matched = set(matched)
+    for concept in matched & (named_by := concept_phrases(query)).keys():
+        matched |= named_by[concept]
+    # A compound the memory writes apart ("RTX4070" / "RTX 4070") is held when all its parts are.
+    compounds = {term: parts for term in terms if len(parts := set(tokenize(term)) - {term}) > 1}
+    matched |= {term for term, parts in compounds.items() if parts <= matched}
+    total = sum(weights.values())
+    return min(sum(weights[term] for term in matched if term in weights) / total, 1.0) if total else 0.0
 
 
 def _bm25_query(terms: list[str], frequencies: dict[str, int], total: int):
@@ -144,16 +178,11 @@ def _bm25_query(terms: list[str], frequencies: dict[str, int], total: int):
     def union(of: list[str]):
         return DefaultOr([Term(field, term) for term in of for field in FIELD_BOOSTS])
 
-    present = [term for term in terms if frequencies.get(term, 0) > 0]
-    if not present:
-        return union(terms)  # nothing matches anyway
-    common_from = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
-    rare = [term for term in present if frequencies[term] < common_from]
-    if len(rare) == len(present):
-        return union(present)
+    rare, rest = selecting_terms(terms, frequencies, total)
     if not rare:
-        rare = [min(present, key=lambda term: frequencies[term])]
-    rest = [term for term in present if term not in rare]
+        return union(terms)  # nothing matches anyway
+    if not rest:
+        return union(rare)
     return AndMaybe(union(rare), union(rest))
 
 
@@ -198,6 +227,10 @@ class LexicalIndex:
 
     def __repr__(self) -> str:
         return f"LexicalIndex({str(self.path)!r})"
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
 
     # Writing
 
@@ -295,19 +328,17 @@ class LexicalIndex:
                     return []  # (whoosh reads an empty filter as no filter at all)
             wanted = _bm25_query(terms, frequencies, searcher.doc_count_all())
             results = searcher.search(wanted, limit=k, filter=allowed, terms=True)
-            total = sum(weights.values())
-            named_by = concept_phrases(query)
-            # A compound the memory writes apart ("RTX4070" / "RTX 4070") is held when all its parts are.
-            compounds = {term: parts for term in terms if len(parts := set(tokenize(term)) - {term}) > 1}
-            hits = []
-            for rank, hit in enumerate(results, 1):
-                matched = {text.decode("utf-8") for _field, text in hit.matched_terms()}
-                for concept in matched & named_by.keys():
-                    matched |= named_by[concept]
-                matched |= {term for term, parts in compounds.items() if parts <= matched}
-                coverage = sum(weights[term] for term in matched if term in weights) / total
-                hits.append(Hit(id=hit["id"], rank=rank, score=float(hit.score), coverage=min(coverage, 1.0)))
-            return hits
+            return [
+                Hit(
+                    id=hit["id"],
+                    rank=rank,
+                    score=float(hit.score),
+                    coverage=coverage(
+                        query, terms, weights, {text.decode("utf-8") for _f, text in hit.matched_terms()}
+                    ),
+                )
+                for rank, hit in enumerate(results, 1)
+            ]
 
     def _searcher(self):
         """This thread's searcher, refreshed when the index changed, and its scope cache."""

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from memoryui.models import IndexOutbox, Memory, PendingVector
 from searchindex.documents import IndexedMemory, IndexUnavailable
-from searchindex.indexes import INDEX_NAMES, get_index
+from searchindex.indexes import drained_by_outbox, get_index, kept_in_step
 
 
 def _documents(memories) -> list[IndexedMemory]:
@@ -31,13 +31,18 @@ class SyncReport:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] = INDEX_NAMES) -> SyncReport:
+def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] | None = None) -> SyncReport:
     """Bring the index entries of these memories in line with the database.
+
+    `indexes` defaults to those the outbox drains (an index kept in step by the write itself,
+    the PostgreSQL lexical one, is already there); repair and rebuild name the ones they fix.
 
     Active memories are (re)indexed, anything else is removed. The outbox rows are cleared
     only for the work done here, and only if no newer change queued them again meanwhile.
     Raises IndexUnavailable (after recording the error) so a task can retry.
     """
+    if indexes is None:
+        indexes = drained_by_outbox()
     started = timezone.now()
     memories = list(Memory.objects.filter(pk__in=memory_ids))
     active = [m for m in memories if m.status == Memory.Status.ACTIVE]
@@ -88,3 +93,20 @@ def _reuse_write_path_vectors(memories) -> None:
         if memory and embedder_name == embedder.name and content_hash == memory.content_hash:
             vectors[memory.text] = np.frombuffer(bytes(blob), dtype="<f4").astype(np.float32)
     embedder.remember_passages(vectors)
+
+
+def write_in_step(sender=None, *, memory_ids: list[str], **kwargs) -> None:
+    """Receiver of the store's `index_entries_due`: write the entries of the indexes kept in step
+    (the PostgreSQL lexical index) inside the transaction that changed these memories."""
+    if not kept_in_step("bm25"):
+        return
+    memories = list(
+        Memory.objects.filter(pk__in=memory_ids).only(
+            "id", "scope", "kind", "tier", "pinned", "text", "content_hash", "entity_key", "metadata", "status"
+        )
+    )
+    active = [memory for memory in memories if memory.status == Memory.Status.ACTIVE]
+    active_ids = {str(memory.pk) for memory in active}
+    index = get_index("bm25")
+    index.upsert(_documents(active))
+    index.delete([str(pk) for pk in memory_ids if str(pk) not in active_ids])

@@ -1,7 +1,7 @@
 """The memory store's models, one module per concern; Django finds them all through this package.
 
     memory        Memory, MemoryEvent (the append-only history), DistinctPair
-    outbox        IndexOutbox, PendingVector, IndexCheck: the search indexes' bookkeeping
+    outbox        IndexOutbox, PendingVector, IndexCheck, LexicalEntry: the search indexes' bookkeeping
     tokens        ApiToken
     transcripts   Transcript, Message
     taskrun       TaskRun
@@ -20,7 +20,15 @@ from memoryui.models.memory import (
     MemoryManager,
     MemoryQuerySet,
 )
-from memoryui.models.outbox import IndexCheck, IndexOutbox, PendingVector, outbox_committed, queue_index_sync
+from memoryui.models.outbox import (
+    IndexCheck,
+    IndexOutbox,
+    LexicalEntry,
+    PendingVector,
+    index_entries_due,
+    outbox_committed,
+    queue_index_sync,
+)
 from memoryui.models.taskrun import TaskRun
 from memoryui.models.tokens import TOKEN_PREFIX, ApiToken, ApiTokenQuerySet, hash_token
 from memoryui.models.transcripts import Message, Transcript
@@ -34,6 +42,7 @@ __all__ = [
     "DistinctPair",
     "IndexCheck",
     "IndexOutbox",
+    "LexicalEntry",
     "Memory",
     "MemoryEvent",
     "MemoryManager",
@@ -43,6 +52,7 @@ __all__ = [
     "TaskRun",
     "Transcript",
     "hash_token",
+    "index_entries_due",
     "outbox_committed",
     "queue_index_sync",
 ]

@@ -2,17 +2,22 @@
 
 The database is the source of truth; the search indexes (the `searchindex` app, which has no
 models of its own) are derived from it. A change to a memory writes an IndexOutbox row in its
-own transaction and, once that commits, `outbox_committed` is sent: the indexes listen.
+own transaction and, once that commits, `outbox_committed` is sent: the indexes listen. An index
+kept in step inside that transaction (the PostgreSQL lexical index, LexicalEntry) listens to
+`index_entries_due`, sent while the transaction is still open.
 """
 
 from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from memoryui import rules
 from memoryui.models.fields import StoredJSONDecoder
 
 
@@ -57,6 +62,34 @@ class PendingVector(models.Model):
         return f"{self.embedder} vector of {self.memory_id}"
 
 
+class LexicalEntry(models.Model):
+    """One active memory's BM25 entry when the lexical index lives in PostgreSQL (MEMORYUI_LEXICAL=postgres).
+
+    Derived data, like the whoosh files it replaces: `searchindex.lexical_postgres` writes it in
+    the memory's own transaction and searches it. `tokens` holds the memory's tokens exactly as
+    `searchindex.tokens.tokenize` emits them (never re-parsed by a text-search configuration), the
+    text's at weight D, the entity key's at A and the tags' at B. The GIN index exists on
+    PostgreSQL only: on SQLite the table is created and stays empty.
+    """
+
+    memory_id = models.UUIDField(primary_key=True)
+    scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH)
+    fingerprint = models.CharField(max_length=80)  # what an up-to-date entry holds (verify compares it)
+    tokens = SearchVectorField()
+    text_length = models.PositiveIntegerField()  # tokens in the text: BM25's length normalisation
+
+    class Meta:
+        verbose_name = "lexical index entry"
+        verbose_name_plural = "lexical index entries"
+        indexes = [
+            models.Index(fields=["scope"], name="lexical_scope"),
+            GinIndex(fields=["tokens"], name="lexical_tokens"),
+        ]
+
+    def __str__(self) -> str:
+        return f"lexical entry of {self.memory_id}"
+
+
 class IndexCheck(models.Model):
     """One verify, repair or rebuild of the search indexes: who ran it, when, and what it found."""
 
@@ -86,6 +119,11 @@ class IndexCheck(models.Model):
 #: changed without importing it.
 outbox_committed = Signal()
 
+#: Sent inside the transaction that changed these memories (`memory_ids`), before it commits: an
+#: index written in the same transaction (searchindex.lexical_postgres) is never behind, and
+#: a rollback undoes its write with the change.
+index_entries_due = Signal()
+
 
 def queue_index_sync(memory_ids) -> None:
     """Record in the outbox that these memories' index entries must be refreshed; announce them after commit."""
@@ -99,6 +137,7 @@ def queue_index_sync(memory_ids) -> None:
         unique_fields=["memory_id"],
         update_fields=["queued_at"],
     )
+    index_entries_due.send(sender=IndexOutbox, memory_ids=[str(pk) for pk in ids])
     # One announcement per transaction, however many writes it holds, so the indexes can sync
     # them in batches. Ids of writes undone by a savepoint rollback may ride along: a sync
     # reads the database, so they are no-ops.

@@ -1,0 +1,175 @@
+"""The BM25 index in PostgreSQL: whoosh's tokens and ranking, written in the memory's own transaction.
+
+The tsvector literal is checked on any database; the rest needs PostgreSQL and runs in the
+PostgreSQL pass of the suite (where it is also the configured BM25 index of every other test).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import pytest
+from django.db import connection, transaction
+
+from memoryui.models import LexicalEntry
+from searchindex import health, lexical_postgres
+from searchindex import indexes as search_indexes
+from searchindex.documents import IndexedMemory
+from searchindex.lexical import LexicalIndex
+from searchindex.lexical_postgres import PostgresLexicalIndex, quoted, tsvector_of
+from tests.searchindex.test_lexical_index import STORE
+
+on_postgres = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the PostgreSQL lexical index needs a PostgreSQL database"
+)
+
+
+def test_the_tsvector_holds_every_token_once_with_its_field_and_frequency():
+    item = IndexedMemory(
+        id=str(uuid.uuid4()), scope="agent:main", kind="fact", tier="core", pinned=False,
+        text="Bob's phone is 18600000000; call Bob after 6.", content_hash="h",
+        entity_key="phone:18600000000", tags=("contact",),
+    )  # fmt: skip
+    literal, length = tsvector_of(item)
+    lexemes = dict(part.rsplit(":", 1) for part in literal.split(" "))
+    # The key's 4 tokens come first (A), then the tag (B), then the text's (D, written without a letter).
+    assert lexemes["'phone:18600000000'"] == "1A"
+    assert lexemes["'contact'"] == "5B"
+    assert lexemes["'bob'"] == "6,10"  # twice in the text: its frequency there is 2
+    assert lexemes["'18600000000'"] == "3A,8"  # once in the key, once in the text
+    assert length == len(lexical_postgres.tokenize(item.text))
+
+
+def test_quotes_and_backslashes_are_doubled_inside_a_lexeme():
+    assert quoted("it's") == "'it''s'"
+    assert quoted("a\\b") == "'a\\\\b'"
+
+
+def test_postgres_lexical_needs_a_postgresql_database(tmp_path):
+    env = {"MEMORYUI_LEXICAL": "postgres", "DATABASE_URL": "", "MEMORYUI_DATA_DIR": str(tmp_path), "PATH": ""}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode != 0 and "MEMORYUI_LEXICAL=postgres needs a PostgreSQL DATABASE_URL" in done.stderr
+
+
+# --- on PostgreSQL -------------------------------------------------------------------------------
+
+
+def key(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+def as_uuid(item: IndexedMemory) -> IndexedMemory:
+    return IndexedMemory(**{**item.__dict__, "id": key(item.id)})
+
+
+@pytest.fixture
+def postgres_index(db, settings):
+    settings.MEMORYUI_LEXICAL = "postgres"
+    search_indexes.close_indexes()
+    index = search_indexes.get_index("bm25")
+    index.upsert([as_uuid(item) for item in STORE])
+    yield index
+    search_indexes.close_indexes()
+
+
+QUERIES = [
+    "18600000000",
+    "alice.smith@example.com",
+    "mcp__ata__article-list-query",
+    "RTX4070 显卡",
+    "幸运数字",
+    "東京の天気",
+    "서울 날씨",
+    "Co-Authored-By commits",
+    "what is the user's name",
+    "user prefers answers",
+    "commit 3f2c9a1b7d4e5f60718293a4b5c6d7e8f9012345",
+]
+
+
+@on_postgres
+@pytest.mark.parametrize("query", QUERIES)
+def test_postgres_ranks_as_whoosh_does_on_the_same_entries(postgres_index, tmp_path, query):
+    whoosh = LexicalIndex(tmp_path / "bm25")
+    whoosh.upsert([as_uuid(item) for item in STORE])
+    expected = whoosh.search(query, scopes=["agent:main"], k=5)
+    got = postgres_index.search(query, scopes=["agent:main"], k=5)
+    assert expected, query
+    assert [hit.id for hit in got][:1] == [hit.id for hit in expected][:1]
+    assert {hit.id for hit in got} == {hit.id for hit in expected}
+    assert {hit.id: round(hit.coverage, 3) for hit in got} == {hit.id: round(hit.coverage, 3) for hit in expected}
+    whoosh.close()
+
+
+@on_postgres
+def test_scopes_are_filtered_in_sql_and_nothing_matches_nothing(postgres_index):
+    other = IndexedMemory(
+        id=key("other"), scope="agent:other", kind="fact", tier="core", pinned=False,
+        text="The user's phone number is 18600000000.", content_hash="o",
+    )  # fmt: skip
+    postgres_index.upsert([other])
+    assert [hit.id for hit in postgres_index.search("18600000000", scopes=["agent:other"])] == [key("other")]
+    assert key("other") not in [hit.id for hit in postgres_index.search("18600000000", scopes=["agent:main"])]
+    assert len(postgres_index.search("18600000000", scopes=None)) == 2
+    assert postgres_index.search("quantum entanglement", scopes=["agent:main"]) == []
+    assert postgres_index.search("18600000000", scopes=[]) == []
+
+
+@on_postgres
+def test_common_terms_only_score_where_a_rarer_term_matched(postgres_index, monkeypatch):
+    monkeypatch.setattr(lexical_postgres, "selecting_terms", _every_term_but_user_selects)
+    hits = postgres_index.search("user phone", scopes=["agent:main"], k=10)
+    assert [hit.id for hit in hits] == [key("phone")]  # "user" alone selects nothing
+
+
+def _every_term_but_user_selects(terms, frequencies, total):
+    present = [term for term in terms if frequencies.get(term)]
+    return [term for term in present if term != "user"], [term for term in present if term == "user"]
+
+
+@on_postgres
+def test_a_write_indexes_in_its_own_transaction_and_a_rollback_takes_the_entry_along(db, settings, make_memory):
+    settings.MEMORYUI_LEXICAL = "postgres"
+    search_indexes.close_indexes()
+    with transaction.atomic():
+        kept = make_memory("Deploys go out on Fridays.", kind="fact")
+        assert LexicalEntry.objects.filter(memory_id=kept.pk).exists()  # before the commit
+        try:
+            with transaction.atomic():
+                undone = make_memory("The backup cron runs at noon.", kind="fact")
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+    assert not LexicalEntry.objects.filter(memory_id=undone.pk).exists()
+    assert [hit.id for hit in search_indexes.get_index("bm25").search("fridays", scopes=["agent:main"])] == [
+        str(kept.pk)
+    ]
+    kept.tombstone(reason="wrong", actor="user:alice")
+    assert not LexicalEntry.objects.filter(memory_id=kept.pk).exists()
+    search_indexes.close_indexes()
+
+
+@on_postgres
+def test_verify_finds_missing_stale_and_orphaned_entries_and_repair_fixes_them(db, settings, make_memory):
+    settings.MEMORYUI_LEXICAL = "postgres"
+    search_indexes.close_indexes()
+    missing = make_memory("Deploys go out on Fridays.", kind="fact")
+    stale = make_memory("Escalate outages to the on-call lead.", kind="procedure")
+    LexicalEntry.objects.filter(memory_id=missing.pk).delete()
+    LexicalEntry.objects.filter(memory_id=stale.pk).update(fingerprint="outdated")
+    orphan = uuid.uuid4()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {lexical_postgres.TABLE} VALUES (%s, 'agent:main', 'x', 'ghost'::tsvector, 1)", [orphan]
+        )
+    (diff,) = health.verify(indexes=("bm25",))
+    assert (diff.missing, diff.stale, diff.orphaned) == ([str(missing.pk)], [str(stale.pk)], [str(orphan)])
+    health.repair([diff])
+    assert health.verify(indexes=("bm25",))[0].ok
+    assert isinstance(search_indexes.get_index("bm25"), PostgresLexicalIndex)
+    assert health.status().indexes[1].info["where"] == f"PostgreSQL table {lexical_postgres.TABLE}"
+    search_indexes.close_indexes()
