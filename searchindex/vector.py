@@ -509,6 +509,8 @@ class VectorIndex:
             return f"no connection within {self.connect_timeout:g} s (MEMORYUI_CHROMA_CONNECT_TIMEOUT)"
         if isinstance(exc, httpx.TimeoutException):
             return f"no answer within {self.timeout:g} s (MEMORYUI_CHROMA_TIMEOUT)"
+        if isinstance(exc, httpx.HTTPStatusError):
+            return f"{exc.request.url} answered HTTP {exc.response.status_code}; is it a chromadb 1.x server?"
         return str(exc) or type(exc).__name__
 
     def _load_collections(self) -> dict:

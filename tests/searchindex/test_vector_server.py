@@ -126,6 +126,26 @@ def test_a_server_that_stalls_inside_chromadbs_handshake_fails_the_first_connect
         server.server_close()
 
 
+class _NotChromadb(BaseHTTPRequestHandler):
+    """Another web service on the port: it knows no GET at all (HTTP 501)."""
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_url_that_is_not_a_chromadb_server_says_what_answered(open_index):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotChromadb)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(IndexUnavailable, match="answered HTTP 501; is it a chromadb 1.x server") as excinfo:
+            open_index(url).count()
+        assert f"chromadb server at {url}" in str(excinfo.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_the_timeouts_come_from_the_settings_and_bound_every_request(settings, chroma_server, open_index):
     settings.MEMORYUI_CHROMA_CONNECT_TIMEOUT, settings.MEMORYUI_CHROMA_TIMEOUT = 0.7, 4.0
     index = open_index(chroma_server.url)
