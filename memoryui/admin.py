@@ -19,6 +19,7 @@ from memoryui.models import (
     DistinctPair,
     IndexCheck,
     IndexOutbox,
+    LexicalEntry,
     Memory,
     MemoryEvent,
     Message,
@@ -214,6 +215,14 @@ class IndexCheckAdmin(ReadOnlyAdmin):
 class PendingVectorAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "embedder", "content_hash", "created_at")
     exclude = ("vector",)
+
+
+@admin.register(LexicalEntry)
+class LexicalEntryAdmin(ReadOnlyAdmin):
+    """The PostgreSQL BM25 index's entries (derived data: `reindex` rebuilds them)."""
+
+    list_display = ("memory_id", "scope", "text_length", "fingerprint")
+    list_filter = ("scope",)
 
 
 @admin.register(DistinctPair)
