@@ -5,6 +5,7 @@ four steps, each previewed first (counts and examples, nothing written) and then
 one batch of events that `undo.undo_batch` reverts exactly:
 
     snapshot  the scope, tombstoned memories included, written to a JSONL backup in the data dir
+              (of the host that ran the step: on several hosts the backup names it, `host:path`)
     internal  notes that are leaked internal prompts (the fingerprints) or not knowledge at all
               (chit-chat, nudges, complaints, questions, one-off requests) are tombstoned,
               repeats included
@@ -20,6 +21,7 @@ Only active, unpinned notes are touched: typed memories and pinned notes are the
 from __future__ import annotations
 
 import re
+import socket
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -66,7 +68,7 @@ class StepReport:
     dry_run: bool
     actions: list[Action] = field(default_factory=list)
     batch: str | None = None  # the batch to undo (None for a dry run or a step that changed nothing)
-    backup: str | None = None  # snapshot: the file written (or that would be)
+    backup: str | None = None  # snapshot: the file written (or that would be); on several hosts `host:path`
     backed_up: int = 0
 
     @property
@@ -207,9 +209,12 @@ def _snapshot(report: StepReport) -> None:
     lines = jsonl.export_lines(scope=report.scope, include_tombstoned=True)
     if report.dry_run:
         report.backed_up = Memory.objects.filter(scope=report.scope).count()
-    else:
-        report.backed_up = jsonl.write_export(path, lines)
-    report.backup = str(path)
+        report.backup = str(path)
+        return
+    report.backed_up = jsonl.write_export(path, lines)
+    # A data dir is per host when there are several: the written file is found on the host that
+    # wrote it (the worker that ran the step), not on the web host showing the result.
+    report.backup = f"{socket.gethostname()}:{path}" if settings.MEMORYUI_MULTI_HOST else str(path)
 
 
 def _excerpt(text: str) -> str:

@@ -46,19 +46,7 @@ DATA_DIR = Path(env_str("MEMORYUI_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 security.private_data_dir(DATA_DIR)  # 0700: it holds every memory and the secret key
 
 
-def _secret_key() -> str:
-    """Use DJANGO_SECRET_KEY, else a key generated once and kept in the data dir (0600)."""
-    if key := env_str("DJANGO_SECRET_KEY"):
-        return key
-    path = DATA_DIR / "secret_key"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+# SECRET_KEY is set at the end of this file: where it may come from depends on the services below.
 # The production switch (see "Production switch and limits" below); it keeps DEBUG off.
 DJANGO_SECURE = env_bool("DJANGO_SECURE", False)
 DEBUG = env_bool("DJANGO_DEBUG", False) and not DJANGO_SECURE
@@ -442,3 +430,44 @@ if MEMORYUI_INDEX_SWEEP_SECONDS > 0:
         "schedule": MEMORYUI_INDEX_SWEEP_SECONDS,
     }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+
+
+# --- Several hosts, no shared disk ------------------------------------------------------------
+# With the database on PostgreSQL, the vector index on a chromadb server, the BM25 index in
+# PostgreSQL and a networked broker, nothing memoryui needs is kept in the data dir (what is left
+# there is a cache each host rebuilds: jieba's dictionary, the embedder's anchor vectors, beat's
+# schedule, clean-up backups), so any number of web and worker hosts may each have their own.
+# Anything else keeps some state in the data dir, which makes it a one-host deployment.
+MEMORYUI_MULTI_HOST = bool(
+    DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    and CHROMA_URL
+    and MEMORYUI_LEXICAL == "postgres"
+    and not CELERY_BROKER_URL.startswith(("sqla+sqlite:", "sqlite:", "filesystem:", "memory:"))
+)
+
+
+def _secret_key() -> str:
+    """DJANGO_SECRET_KEY; on one host, else a key generated once and kept in the data dir (0600).
+
+    Not in the database: settings are read before any connection exists, and the key signs what
+    the first request reads. Several hosts with a key each would refuse each other's sessions,
+    CSRF tokens and signed values, so a deployment that can span hosts must be given the key.
+    """
+    if key := env_str("DJANGO_SECRET_KEY"):
+        return key
+    path = DATA_DIR / "secret_key"
+    if MEMORYUI_MULTI_HOST:
+        kept = f" (to keep today's sessions, use the key in {path})" if path.exists() else ""
+        raise ImproperlyConfigured(
+            "Set DJANGO_SECRET_KEY: with PostgreSQL, a chromadb server (CHROMA_URL) and a networked broker, "
+            "memoryui may run on several hosts, and each would otherwise generate a key of its own in its "
+            f"data dir. Give every web and worker host the same value{kept}."
+        )
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()

@@ -4,6 +4,7 @@ run, the applied result DESIGN.md asks for, and an undo that gives back the orig
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,16 @@ def test_the_extract_step_on_its_own_leaves_internal_prompts_alone(polluted):
     ]))  # fmt: skip
     assert not Memory.objects.filter(text__contains="不要重复之前的回答", kind="preference").exists()
     assert report.counts["extract"] == 4
+
+
+def test_on_several_hosts_the_backup_names_the_host_that_wrote_it(polluted, settings, tmp_path):
+    settings.MEMORYUI_MULTI_HOST = True
+
+    written = cleanup.run_all(MAIN, dry_run=False, actor="alice")[0]
+    previewed = cleanup.run_all(MAIN, dry_run=True, actor="alice")[0]
+
+    host, _, path = written.backup.partition(":")
+    assert host == socket.gethostname()
+    assert Path(path).parent == tmp_path / "backups"
+    assert len(Path(path).read_text(encoding="utf-8").splitlines()) == 81
+    assert Path(previewed.backup).parent == tmp_path / "backups"  # a preview names the folder only

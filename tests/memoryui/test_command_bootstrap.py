@@ -87,6 +87,13 @@ def test_a_store_with_memories_is_not_seeded(data_dir, make_memory):
     assert Memory.objects.count() == 1
 
 
+def test_no_demo_leaves_an_empty_store_empty_and_still_creates_the_admin(data_dir):
+    output = bootstrap("--no-demo")
+    assert Memory.objects.count() == 0
+    assert "loaded the demo" not in output
+    assert get_user_model().objects.get(username="admin").is_superuser
+
+
 def test_json_keeps_stdout_to_one_document_and_leaves_the_password_out(data_dir):
     stdout = _stdout_of_json_run()
     report = json.loads(stdout)
