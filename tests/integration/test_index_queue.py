@@ -27,14 +27,14 @@ STALL_SECONDS = 4.0  # per turn: the extraction runs for close to a minute
 INDEXED_WITHIN = 5.0  # seconds from the write's commit (it took 68 s behind 15 extractions)
 
 
-def procfile() -> dict[str, str]:
-    """The Procfile's processes: name -> command."""
-    lines = (ROOT / "Procfile").read_text().splitlines()
+def procfile(path: Path = ROOT / "Procfile") -> dict[str, str]:
+    """A Procfile's processes (`make run`'s, or one of deploy/'s): name -> command."""
+    lines = path.read_text().splitlines()
     return dict(line.split(":", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
 @contextmanager
-def procfile_processes(names: list[str], env: dict, logs: Path):
+def procfile_processes(names: list[str], env: dict, logs: Path, path: Path = ROOT / "Procfile"):
     """Procfile lines run as honcho runs them (`sh -c`, each in its own process group), their
     output in `logs`/<name>.log; all stopped together however the test ends."""
     processes = {}
@@ -42,7 +42,7 @@ def procfile_processes(names: list[str], env: dict, logs: Path):
         for name in names:
             with (logs / f"{name}.log").open("w") as out:
                 processes[name] = subprocess.Popen(
-                    ["/bin/sh", "-c", procfile()[name]], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                    ["/bin/sh", "-c", procfile(path)[name]], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )  # fmt: skip
         yield processes
