@@ -271,7 +271,7 @@ def insert_memories(memories: list[Memory], *, actor: str, batch: uuid.UUID | No
     for start in range(0, len(memories), CHUNK_SIZE):
         chunk = memories[start : start + CHUNK_SIZE]
         _insert_rows(Memory, chunk)
-        queue_index_sync([memory.pk for memory in chunk])
+        queue_index_sync([memory.pk for memory in chunk], memories=chunk)
         _insert_rows(
             MemoryEvent,
             [

@@ -95,16 +95,18 @@ def _reuse_write_path_vectors(memories) -> None:
     embedder.remember_passages(vectors)
 
 
-def write_in_step(sender=None, *, memory_ids: list[str], **kwargs) -> None:
+def write_in_step(sender=None, *, memory_ids: list[str], memories=None, **kwargs) -> None:
     """Receiver of the store's `index_entries_due`: write the entries of the indexes kept in step
-    (the PostgreSQL lexical index) inside the transaction that changed these memories."""
+    (the PostgreSQL lexical index) inside the transaction that changed these memories, from the
+    saved objects when the store passed them along, else as the database has them now."""
     if not kept_in_step("bm25"):
         return
-    memories = list(
-        Memory.objects.filter(pk__in=memory_ids).only(
-            "id", "scope", "kind", "tier", "pinned", "text", "content_hash", "entity_key", "metadata", "status"
+    if memories is None or {str(m.pk) for m in memories} != {str(pk) for pk in memory_ids}:
+        memories = list(
+            Memory.objects.filter(pk__in=memory_ids).only(
+                "id", "scope", "kind", "tier", "pinned", "text", "content_hash", "entity_key", "metadata", "status"
+            )
         )
-    )
     active = [memory for memory in memories if memory.status == Memory.Status.ACTIVE]
     active_ids = {str(memory.pk) for memory in active}
     index = get_index("bm25")

@@ -224,7 +224,7 @@ class Memory(models.Model):
             kwargs["update_fields"] = {*update_fields, "content_hash", "updated_at"}
         self.updated_at = timezone.now()
         super().save(*args, **kwargs)
-        queue_index_sync([self.pk])
+        queue_index_sync([self.pk], memories=[self])
 
     def get_absolute_url(self) -> str:
         return reverse("memory_detail", args=[self.pk])

@@ -125,8 +125,12 @@ outbox_committed = Signal()
 index_entries_due = Signal()
 
 
-def queue_index_sync(memory_ids) -> None:
-    """Record in the outbox that these memories' index entries must be refreshed; announce them after commit."""
+def queue_index_sync(memory_ids, *, memories=None) -> None:
+    """Record in the outbox that these memories' index entries must be refreshed; announce them after commit.
+
+    `memories`, the saved Memory objects of these ids when the caller has them, spare an index
+    written in this transaction from reading them back.
+    """
     ids = [uuid.UUID(str(pk)) for pk in memory_ids]
     if not ids:
         return
@@ -137,7 +141,7 @@ def queue_index_sync(memory_ids) -> None:
         unique_fields=["memory_id"],
         update_fields=["queued_at"],
     )
-    index_entries_due.send(sender=IndexOutbox, memory_ids=[str(pk) for pk in ids])
+    index_entries_due.send(sender=IndexOutbox, memory_ids=[str(pk) for pk in ids], memories=memories)
     # One announcement per transaction, however many writes it holds, so the indexes can sync
     # them in batches. Ids of writes undone by a savepoint rollback may ride along: a sync
     # reads the database, so they are no-ops.

@@ -120,8 +120,8 @@ def test_a_write_on_one_host_is_found_by_vector_search_on_another_once_the_index
         assert sorted(texts) == sorted(line["text"] for line in STORE)
 
         verified = manage(host("web-3"), "reindex", "--verify", "--json")
-        vector = next(d for d in json.loads(verified.stdout)["indexes"] if d["index"] == "vector")
-        assert (vector["ok"], vector["entries"]) == (True, 3), vector
+        report = {d["index"]: (d["ok"], d["entries"]) for d in json.loads(verified.stdout)["indexes"]}
+        assert report == {"vector": (True, 3), "bm25": (True, 3)}, verified.stdout
 
 
 def _found(api: Api, query: str, retriever: str = "hybrid") -> tuple[list[str], dict]:

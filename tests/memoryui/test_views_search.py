@@ -104,6 +104,7 @@ def test_a_down_vector_server_degrades_the_search_and_both_down_is_the_unavailab
     broken = tmp_path / "not-a-directory"
     broken.write_text("x")
     settings.MEMORYUI_INDEX_DIR = broken
+    settings.MEMORYUI_LEXICAL = "whoosh"  # a BM25 index that can be down while the database is up
     search_indexes.close_indexes()
     response = alice_client.get("/memories/", {"q": "18600000000"}, headers=HTMX)
     assert response.status_code == 503 and response["X-Memoryui-State"] == "unavailable"
