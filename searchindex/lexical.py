@@ -156,16 +156,22 @@ def selecting_terms(terms: list[str], frequencies: dict[str, int], total: int) -
     return rare, [term for term in present if term not in rare]
 
 
-def coverage(query: str, terms: list[str], weights: dict[str, float], matched: set[str]) -> float:
-    """The weighted share of the query's terms a memory holds (Hit.coverage), given the terms it matched."""
-    matched = set(matched)
-    for concept in matched & (named_by := concept_phrases(query)).keys():
-        matched |= named_by[concept]
+def coverage_of(query: str, terms: list[str], weights: dict[str, float]) -> Callable[[set[str]], float]:
+    """Hit.coverage for this query: the weighted share of its terms a memory holds, given the terms
+    it matched. What depends on the query alone (its concepts, its compounds) is worked out once."""
+    named_by = concept_phrases(query)
     # A compound the memory writes apart ("RTX4070" / "RTX 4070") is held when all its parts are.
     compounds = {term: parts for term in terms if len(parts := set(tokenize(term)) - {term}) > 1}
-    matched |= {term for term, parts in compounds.items() if parts <= matched}
     total = sum(weights.values())
-    return min(sum(weights[term] for term in matched if term in weights) / total, 1.0) if total else 0.0
+
+    def share(matched: set[str]) -> float:
+        matched = set(matched)
+        for concept in matched & named_by.keys():
+            matched |= named_by[concept]
+        matched |= {term for term, parts in compounds.items() if parts <= matched}
+        return min(sum(weights[term] for term in matched if term in weights) / total, 1.0) if total else 0.0
+
+    return share
 
 
 def _bm25_query(terms: list[str], frequencies: dict[str, int], total: int):
@@ -328,14 +334,13 @@ class LexicalIndex:
                     return []  # (whoosh reads an empty filter as no filter at all)
             wanted = _bm25_query(terms, frequencies, searcher.doc_count_all())
             results = searcher.search(wanted, limit=k, filter=allowed, terms=True)
+            coverage = coverage_of(query, terms, weights)
             return [
                 Hit(
                     id=hit["id"],
                     rank=rank,
                     score=float(hit.score),
-                    coverage=coverage(
-                        query, terms, weights, {text.decode("utf-8") for _f, text in hit.matched_terms()}
-                    ),
+                    coverage=coverage({text.decode("utf-8") for _f, text in hit.matched_terms()}),
                 )
                 for rank, hit in enumerate(results, 1)
             ]

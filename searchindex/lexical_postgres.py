@@ -1,28 +1,33 @@
 """The BM25 index in PostgreSQL (MEMORYUI_LEXICAL=postgres): the same tokens and scoring as whoosh, in SQL.
 
-Each active memory has a LexicalEntry row whose `tokens` tsvector holds exactly what
-`searchindex.tokens.tokenize` emits for it (NFKC, case fold, jieba words and CJK bigrams, the
-exact tokens of phones, hashes, e-mail and tool ids). The tsvector is written as a literal, so
-no text-search configuration re-parses or stems a token: it is the `simple` configuration's
-"no dictionary" over our own pre-tokenized text, and `tool__name` or `a@b.example` stay whole.
-The text's tokens carry weight D, the entity key's A and the tags' B; positions count each
-token, so a lexeme's positions of one weight are its frequency in that field.
+Each active memory has a LexicalEntry row. Its `tokens` tsvector holds the distinct tokens
+`searchindex.tokens.tokenize` emits for the memory (NFKC, case fold, jieba words and CJK bigrams,
+the exact tokens of phones, hashes, e-mail and tool ids), made with `array_to_tsvector`, so no
+text-search configuration re-parses or stems a token: it is the `simple` configuration's "no
+dictionary" over our own pre-tokenized text, and `tool__name` or `a@b.example` stay whole. Beside
+it, `lexemes` lists the same tokens with, at the same positions, each one's frequency in the text
+(`text_frequencies`) and the BM25 score of its matches in the entity key and tags
+(`field_scores`, which need no length normalisation).
 
-The entry is written by `write_in_step`, which the store calls through `index_entries_due`
-inside the transaction that changed the memory: the lexical index is never behind the
-database, a rollback takes the entry with it, and every web and worker host sees the same one.
+The entry is written by `searchindex.outbox.write_in_step`, which the store calls through
+`index_entries_due` inside the transaction that changed the memory: the lexical index is never
+behind the database, a rollback takes the entry with it, and every web and worker host sees the
+same one.
 
 Scoring is whoosh's BM25F (searchindex.lexical): per field, frequency × field boost, K1 = 1.2,
 length normalisation on the text only, summed over the query's terms with the inverse document
 frequency log(N / (df + 1)) + 1, where df counts the memories holding the term in any field.
-Candidates are the memories holding one of the query's rarer terms (GIN index), as in whoosh's
-common-terms query; the common terms only add their score there. The same coverage signal
-(Hit.coverage) goes to the answerability decision.
+Candidates are the memories holding one of the query's rarer terms (the GIN index), as in
+whoosh's common-terms query; the common terms only add their score there. Each candidate is
+scored from its arrays (`array_position` per query term: no unpacking, no grouping), and only
+the top k are sorted. The same coverage signal (Hit.coverage) goes to the answerability decision.
 
 Statistics (N, the average text length, each term's document frequency) are read with every
-search while the index holds fewer than STATS_EXACT_BELOW entries; above that they are kept
-for STATS_SECONDS per process, which moves scores by a hair while a bulk write runs and saves
-a count over the table per search.
+search while the index holds fewer than STATS_EXACT_BELOW entries. Above that they are kept for
+STATS_SECONDS per process, and the frequency of a term PostgreSQL's own statistics list among
+the column's most common elements (ANALYZE's sample) is taken from there instead of counted:
+counting a term held by thousands of memories costs more than the search. That moves scores by
+a hair while a bulk write runs, never which memories match.
 """
 
 from __future__ import annotations
@@ -41,10 +46,12 @@ from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
 from searchindex.lexical import (
     BM25_B,
     BM25_K1,
+    COMMON_TERM_MIN_DOCS,
+    COMMON_TERM_SHARE,
     FIELD_BOOSTS,
     MAX_QUERY_TERMS,
     TOKENIZER_VERSION,
-    coverage,
+    coverage_of,
     selecting_terms,
     term_weight,
 )
@@ -56,67 +63,62 @@ STATS_EXACT_BELOW = 20_000
 STATS_SECONDS = 30.0
 WRITE_BATCH = 500
 
-# tsvector limits: a lexeme keeps at most 256 positions, and positions stop at 16,383.
-_MAX_POSITIONS = 256
-_MAX_POSITION = 16383
-_WEIGHT_OF_FIELD = {"text": "D", "entity_key": "A", "tags": "B"}
-
-_SEARCH_SQL = f"""
-WITH query(term, idf) AS (SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[]))
-SELECT e.memory_id,
-       sum(query.idf * (
-           CASE WHEN f.text > 0
-                THEN f.text * {BM25_K1 + 1} / (f.text + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * e.text_length / %(avg)s))
-                ELSE 0 END
-         + CASE WHEN f.entity_key > 0 THEN f.entity_key * {BM25_K1 + 1} / (f.entity_key + {BM25_K1}) ELSE 0 END
-         + CASE WHEN f.tags > 0 THEN f.tags * {BM25_K1 + 1} / (f.tags + {BM25_K1}) ELSE 0 END
-       )) AS score,
-       array_agg(m.lexeme) AS matched
-FROM {TABLE} e
-CROSS JOIN LATERAL unnest(e.tokens) AS m(lexeme, positions, weights)
-JOIN query ON query.term = m.lexeme
-CROSS JOIN LATERAL (SELECT
-    coalesce(cardinality(array_positions(m.weights, 'D')), 0) * {FIELD_BOOSTS["text"]}::float8 AS text,
-    coalesce(cardinality(array_positions(m.weights, 'A')), 0) * {FIELD_BOOSTS["entity_key"]}::float8 AS entity_key,
-    coalesce(cardinality(array_positions(m.weights, 'B')), 0) * {FIELD_BOOSTS["tags"]}::float8 AS tags
-) AS f
-WHERE e.tokens @@ %(selecting)s::tsquery {{scope_filter}}
-GROUP BY e.memory_id
-ORDER BY score DESC, e.memory_id
-LIMIT %(k)s
-"""
-
 
 def quoted(lexeme: str) -> str:
     """A lexeme as a tsvector / tsquery literal: quoted, its quotes and backslashes doubled."""
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsvector_of(item: IndexedMemory) -> tuple[str, int]:
-    """The entry's tsvector literal and the number of tokens in its text.
-
-    The key and tags come first, so a text longer than the last position (16,383 tokens) loses
-    frequencies at its end, never the key's weight.
-    """
-    positions: dict[str, list[str]] = {}
-    position = 0
-
-    def add(tokens: list[str], weight: str) -> None:
-        nonlocal position
-        for token in tokens:
-            position = min(position + 1, _MAX_POSITION)
-            kept = positions.setdefault(token, [])
-            if len(kept) < _MAX_POSITIONS:
-                kept.append(f"{position}{'' if weight == 'D' else weight}")
-
-    if item.entity_key:
-        add(tokenize(item.entity_key), _WEIGHT_OF_FIELD["entity_key"])
-    if item.tags:
-        add(tokenize("\n".join(item.tags)), _WEIGHT_OF_FIELD["tags"])
+def entry_of(item: IndexedMemory) -> tuple[list[str], list[float], list[float], int]:
+    """The entry's lexemes, with each one's frequency in the text and the BM25 score of its matches
+    in the entity key and tags; and the number of tokens in the text."""
     text_tokens = tokenize(item.text)
-    add(text_tokens, _WEIGHT_OF_FIELD["text"])
-    literal = " ".join(f"{quoted(lexeme)}:{','.join(at)}" for lexeme, at in positions.items())
-    return literal, len(text_tokens)
+    counts: dict[str, dict[str, int]] = {}
+    for field, tokens in (
+        ("entity_key", tokenize(item.entity_key) if item.entity_key else []),
+        ("tags", tokenize("\n".join(item.tags)) if item.tags else []),
+        ("text", text_tokens),
+    ):
+        for token in tokens:
+            in_fields = counts.setdefault(token, {})
+            in_fields[field] = in_fields.get(field, 0) + 1
+    lexemes = list(counts)
+    text_frequencies = [counts[lexeme].get("text", 0) * FIELD_BOOSTS["text"] for lexeme in lexemes]
+    field_scores = [
+        sum(_saturated(counts[lexeme].get(field, 0) * FIELD_BOOSTS[field]) for field in ("entity_key", "tags"))
+        for lexeme in lexemes
+    ]
+    return lexemes, text_frequencies, field_scores, len(text_tokens)
+
+
+def _saturated(frequency: float) -> float:
+    """BM25's term-frequency saturation without length normalisation (the key's and tags' B = 0)."""
+    return frequency * (BM25_K1 + 1) / (frequency + BM25_K1) if frequency else 0.0
+
+
+def _search_sql(terms: int, scoped: bool) -> str:
+    """The candidates holding a selecting term, each scored from its arrays; the best k."""
+    positions = ", ".join(f"array_position(e.lexemes, %(term{n})s) AS p{n}" for n in range(terms))
+    text_norm = f"{BM25_K1} * ({1 - BM25_B} + {BM25_B} * c.text_length / %(avg)s)"
+    score = " + ".join(
+        f"%(idf{n})s * coalesce(CASE WHEN c.text_frequencies[c.p{n}] > 0 THEN c.text_frequencies[c.p{n}] * "
+        f"{BM25_K1 + 1} / (c.text_frequencies[c.p{n}] + {text_norm}) ELSE 0 END + c.field_scores[c.p{n}], 0)"
+        for n in range(terms)
+    )
+    matched = ", ".join(f"c.p{n}" for n in range(terms))
+    scope = "AND e.scope = ANY(%(scopes)s)" if scoped else ""
+    # OFFSET 0 keeps the candidates a subquery of their own, so each array_position runs once.
+    return f"""
+        SELECT c.memory_id, {score} AS score, {matched}
+        FROM (
+            SELECT e.memory_id, e.text_length, e.text_frequencies, e.field_scores, {positions}
+            FROM {TABLE} e
+            WHERE e.tokens @@ %(selecting)s::tsquery {scope}
+            OFFSET 0
+        ) AS c
+        ORDER BY score DESC, c.memory_id
+        LIMIT %(k)s
+    """
 
 
 class _Statistics:
@@ -126,10 +128,11 @@ class _Statistics:
         self._lock = threading.Lock()
         self._collection: tuple[float, int, float] | None = None  # read at, N, average text length
         self._frequencies: dict[str, tuple[float, int]] = {}  # term → (read at, df)
+        self._common: tuple[float, dict[str, float]] | None = None  # read at, lexeme → share of rows
 
     def clear(self) -> None:
         with self._lock:
-            self._collection, self._frequencies = None, {}
+            self._collection, self._frequencies, self._common = None, {}, None
 
     def collection(self, cursor) -> tuple[int, float]:
         now = time.monotonic()
@@ -144,28 +147,58 @@ class _Statistics:
         return total, float(average)
 
     def frequencies(self, cursor, terms: list[str], total: int) -> dict[str, int]:
+        """Each term's document frequency: counted below STATS_EXACT_BELOW entries; above, cached,
+        taken from PostgreSQL's most-common-elements statistics when listed there, and otherwise
+        counted up to the common-term line (past it a term is common whatever its exact count)."""
+        if total < STATS_EXACT_BELOW:
+            return self._count(cursor, terms, cap=None)
         now = time.monotonic()
         known: dict[str, int] = {}
-        if total >= STATS_EXACT_BELOW:
-            with self._lock:
-                for term in terms:
-                    cached = self._frequencies.get(term)
-                    if cached and now - cached[0] < STATS_SECONDS:
-                        known[term] = cached[1]
+        with self._lock:
+            for term in terms:
+                cached = self._frequencies.get(term)
+                if cached and now - cached[0] < STATS_SECONDS:
+                    known[term] = cached[1]
         wanted = [term for term in terms if term not in known]
-        if wanted:
-            cursor.execute(
-                f"SELECT (SELECT count(*) FROM {TABLE} WHERE tokens @@ q::tsquery) FROM unnest(%s::text[]) AS q",
-                [[quoted(term) for term in wanted]],
-            )
-            counted = dict(zip(wanted, (row[0] for row in cursor.fetchall()), strict=True))
-            known.update(counted)
-            if total >= STATS_EXACT_BELOW:
-                with self._lock:
-                    if len(self._frequencies) > 100_000:
-                        self._frequencies.clear()
-                    self._frequencies.update((term, (now, df)) for term, df in counted.items())
-        return known
+        if not wanted:
+            return known
+        common = self._common_elements(cursor, now)
+        found = {term: round(common[term] * total) for term in wanted if term in common}
+        counted = [term for term in wanted if term not in found]
+        if counted:
+            found.update(self._count(cursor, counted, cap=int(max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total))))
+        with self._lock:
+            if len(self._frequencies) > 100_000:
+                self._frequencies.clear()
+            self._frequencies.update((term, (now, df)) for term, df in found.items())
+        return known | found
+
+    @staticmethod
+    def _count(cursor, terms: list[str], *, cap: int | None) -> dict[str, int]:
+        limit = f"LIMIT {int(cap)}" if cap else ""
+        cursor.execute(
+            f"SELECT (SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE tokens @@ q::tsquery {limit}) AS hit) "
+            "FROM unnest(%s::text[]) AS q",
+            [[quoted(term) for term in terms]],
+        )
+        return dict(zip(terms, (row[0] for row in cursor.fetchall()), strict=True))
+
+    def _common_elements(self, cursor, now: float) -> dict[str, float]:
+        """The tokens column's most common lexemes and the share of rows holding each (pg_stats, as of
+        the table's last ANALYZE), read once per STATS_SECONDS."""
+        with self._lock:
+            if self._common is not None and now - self._common[0] < STATS_SECONDS:
+                return self._common[1]
+        cursor.execute(
+            "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
+            "WHERE schemaname = current_schema() AND tablename = %s AND attname = 'tokens'",
+            [TABLE],
+        )
+        row = cursor.fetchone()
+        common = dict(zip(row[0], row[1], strict=False)) if row and row[0] else {}
+        with self._lock:
+            self._common = (now, common)
+        return common
 
 
 class PostgresLexicalIndex:
@@ -189,17 +222,28 @@ class PostgresLexicalIndex:
         load_segmenter_for(item.text for item in latest)
         rows = []
         for item in latest:
-            literal, length = tsvector_of(item)
-            rows.append((uuid.UUID(item.id), item.scope, self.entry_fingerprint(item.content_hash), literal, length))
+            lexemes, text_frequencies, field_scores, length = entry_of(item)
+            fingerprint = self.entry_fingerprint(item.content_hash)
+            rows.append((uuid.UUID(item.id), item.scope, fingerprint, lexemes, text_frequencies, field_scores, length))
         sql = (
-            f"INSERT INTO {TABLE} (memory_id, scope, fingerprint, tokens, text_length) "
-            "VALUES (%s, %s, %s, %s::tsvector, %s) ON CONFLICT (memory_id) DO UPDATE SET "
-            "scope = EXCLUDED.scope, fingerprint = EXCLUDED.fingerprint, tokens = EXCLUDED.tokens, "
+            f"INSERT INTO {TABLE} (memory_id, scope, fingerprint, tokens, lexemes, text_frequencies, field_scores, "
+            "text_length) VALUES (%s, %s, %s, array_to_tsvector(%s::text[]), %s::text[], %s::float8[], "
+            "%s::float8[], %s) ON CONFLICT (memory_id) DO UPDATE SET scope = EXCLUDED.scope, "
+            "fingerprint = EXCLUDED.fingerprint, tokens = EXCLUDED.tokens, lexemes = EXCLUDED.lexemes, "
+            "text_frequencies = EXCLUDED.text_frequencies, field_scores = EXCLUDED.field_scores, "
             "text_length = EXCLUDED.text_length"
         )
         with transaction.atomic(), connection.cursor() as cursor:
             for start in range(0, len(rows), WRITE_BATCH):
-                cursor.executemany(sql, rows[start : start + WRITE_BATCH])
+                cursor.executemany(
+                    sql,
+                    [
+                        (pk, scope, fingerprint, lexemes, lexemes, frequencies, scores, length)
+                        for pk, scope, fingerprint, lexemes, frequencies, scores, length in rows[
+                            start : start + WRITE_BATCH
+                        ]
+                    ],
+                )
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove these ids' entries (unknown ids are ignored)."""
@@ -240,24 +284,25 @@ class PostgresLexicalIndex:
                 return []
             scored = rare + rest
             parameters = {
-                "terms": scored,
-                "idf": [_idf(total, frequencies[term]) for term in scored],
                 "avg": max(average, 1.0),
                 "selecting": " | ".join(quoted(term) for term in rare),
                 "k": k,
+                "scopes": list(dict.fromkeys(scopes or [])),
             }
-            scope_filter = ""
-            if scopes is not None:
-                scope_filter = "AND e.scope = ANY(%(scopes)s)"
-                parameters["scopes"] = list(dict.fromkeys(scopes))
-            cursor.execute(_SEARCH_SQL.format(scope_filter=scope_filter), parameters)
+            for n, term in enumerate(scored):
+                parameters[f"term{n}"] = term
+                parameters[f"idf{n}"] = _idf(total, frequencies[term])
+            cursor.execute(_search_sql(len(scored), scoped=scopes is not None), parameters)
             rows = cursor.fetchall()
-        weights = {term: term_weight(total, frequencies.get(term, 0)) for term in terms}
+        coverage = coverage_of(query, terms, {term: term_weight(total, frequencies.get(term, 0)) for term in terms})
         return [
             Hit(
-                id=str(memory_id), rank=rank, score=float(score), coverage=coverage(query, terms, weights, set(matched))
+                id=str(row[0]),
+                rank=rank,
+                score=float(row[1]),
+                coverage=coverage({term for term, position in zip(scored, row[2:], strict=True) if position}),
             )
-            for rank, (memory_id, score, matched) in enumerate(rows, 1)
+            for rank, row in enumerate(rows, 1)
         ]
 
     def entries(self) -> dict[str, str]:

@@ -1,3 +1,4 @@
+import django.contrib.postgres.fields
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 from django.db import migrations, models
@@ -28,6 +29,12 @@ class Migration(migrations.Migration):
                 ("scope", models.CharField(max_length=200)),
                 ("fingerprint", models.CharField(max_length=80)),
                 ("tokens", django.contrib.postgres.search.SearchVectorField()),
+                ("lexemes", django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), size=None)),
+                (
+                    "text_frequencies",
+                    django.contrib.postgres.fields.ArrayField(base_field=models.FloatField(), size=None),
+                ),
+                ("field_scores", django.contrib.postgres.fields.ArrayField(base_field=models.FloatField(), size=None)),
                 ("text_length", models.PositiveIntegerField()),
             ],
             options={

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models, transaction
@@ -66,9 +67,11 @@ class LexicalEntry(models.Model):
     """One active memory's BM25 entry when the lexical index lives in PostgreSQL (MEMORYUI_LEXICAL=postgres).
 
     Derived data, like the whoosh files it replaces: `searchindex.lexical_postgres` writes it in
-    the memory's own transaction and searches it. `tokens` holds the memory's tokens exactly as
-    `searchindex.tokens.tokenize` emits them (never re-parsed by a text-search configuration), the
-    text's at weight D, the entity key's at A and the tags' at B. The GIN index exists on
+    the memory's own transaction and searches it. `tokens`, the GIN-indexed tsvector, holds the
+    memory's distinct tokens exactly as `searchindex.tokens.tokenize` emits them (never re-parsed by
+    a text-search configuration) and selects candidates; `lexemes` lists the same tokens with, at
+    the same positions, their frequency in the text and the score of their matches in the entity
+    key and tags, which rank the candidates without unpacking the tsvector. The GIN index exists on
     PostgreSQL only: on SQLite the table is created and stays empty.
     """
 
@@ -76,6 +79,9 @@ class LexicalEntry(models.Model):
     scope = models.CharField(max_length=rules.SCOPE_MAX_LENGTH)
     fingerprint = models.CharField(max_length=80)  # what an up-to-date entry holds (verify compares it)
     tokens = SearchVectorField()
+    lexemes = ArrayField(models.TextField())
+    text_frequencies = ArrayField(models.FloatField())
+    field_scores = ArrayField(models.FloatField())  # BM25 of the key and tags matches, length-free
     text_length = models.PositiveIntegerField()  # tokens in the text: BM25's length normalisation
 
     class Meta:

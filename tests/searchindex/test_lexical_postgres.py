@@ -17,8 +17,9 @@ from memoryui.models import LexicalEntry
 from searchindex import health, lexical_postgres
 from searchindex import indexes as search_indexes
 from searchindex.documents import IndexedMemory
+from searchindex.lexical import BM25_K1 as K1
 from searchindex.lexical import LexicalIndex
-from searchindex.lexical_postgres import PostgresLexicalIndex, quoted, tsvector_of
+from searchindex.lexical_postgres import PostgresLexicalIndex, entry_of, quoted
 from tests.searchindex.test_lexical_index import STORE
 
 on_postgres = pytest.mark.skipif(
@@ -26,19 +27,20 @@ on_postgres = pytest.mark.skipif(
 )
 
 
-def test_the_tsvector_holds_every_token_once_with_its_field_and_frequency():
+def test_an_entry_lists_each_token_once_with_its_text_frequency_and_its_key_and_tag_score():
     item = IndexedMemory(
         id=str(uuid.uuid4()), scope="agent:main", kind="fact", tier="core", pinned=False,
         text="Bob's phone is 18600000000; call Bob after 6.", content_hash="h",
         entity_key="phone:18600000000", tags=("contact",),
     )  # fmt: skip
-    literal, length = tsvector_of(item)
-    lexemes = dict(part.rsplit(":", 1) for part in literal.split(" "))
-    # The key's 4 tokens come first (A), then the tag (B), then the text's (D, written without a letter).
-    assert lexemes["'phone:18600000000'"] == "1A"
-    assert lexemes["'contact'"] == "5B"
-    assert lexemes["'bob'"] == "6,10"  # twice in the text: its frequency there is 2
-    assert lexemes["'18600000000'"] == "3A,8"  # once in the key, once in the text
+    lexemes, text_frequencies, field_scores, length = entry_of(item)
+    entry = {lexeme: (tf, score) for lexeme, tf, score in zip(lexemes, text_frequencies, field_scores, strict=True)}
+    assert len(lexemes) == len(set(lexemes))
+    key_match = 2.5 * (K1 + 1) / (2.5 + K1)  # one occurrence in the key, boosted 2.5, saturated
+    assert entry["bob"] == (2.0, 0.0)  # twice in the text, not in the key or tags
+    assert entry["18600000000"] == (1.0, pytest.approx(key_match))  # in the text and in the key
+    assert entry["phone:18600000000"] == (0.0, pytest.approx(key_match))  # in the key only
+    assert entry["contact"] == (0.0, pytest.approx(1.5 * (K1 + 1) / (1.5 + K1)))  # a tag, boosted 1.5
     assert length == len(lexical_postgres.tokenize(item.text))
 
 
@@ -164,7 +166,9 @@ def test_verify_finds_missing_stale_and_orphaned_entries_and_repair_fixes_them(d
     orphan = uuid.uuid4()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {lexical_postgres.TABLE} VALUES (%s, 'agent:main', 'x', 'ghost'::tsvector, 1)", [orphan]
+            f"INSERT INTO {lexical_postgres.TABLE} (memory_id, scope, fingerprint, tokens, lexemes, text_frequencies, "
+            "field_scores, text_length) VALUES (%s, 'agent:main', 'x', 'ghost'::tsvector, '{ghost}', '{1}', '{0}', 1)",
+            [orphan],
         )
     (diff,) = health.verify(indexes=("bm25",))
     assert (diff.missing, diff.stale, diff.orphaned) == ([str(missing.pk)], [str(stale.pk)], [str(orphan)])
@@ -173,3 +177,21 @@ def test_verify_finds_missing_stale_and_orphaned_entries_and_repair_fixes_them(d
     assert isinstance(search_indexes.get_index("bm25"), PostgresLexicalIndex)
     assert health.status().indexes[1].info["where"] == f"PostgreSQL table {lexical_postgres.TABLE}"
     search_indexes.close_indexes()
+
+
+@on_postgres
+def test_above_the_exact_line_statistics_are_cached_and_common_terms_read_from_pg_stats(postgres_index, monkeypatch):
+    exact = {query: postgres_index.search(query, scopes=["agent:main"], k=5) for query in QUERIES}
+    postgres_index.optimize()  # ANALYZE: pg_stats lists the column's most common lexemes
+    monkeypatch.setattr(lexical_postgres, "STATS_EXACT_BELOW", 1)
+    with connection.cursor() as cursor:
+        common = postgres_index._statistics._common_elements(cursor, now=0.0)
+    holding_user = sum("user" in lexical_postgres.tokenize(item.text) for item in STORE)
+    assert holding_user > 1 and common["user"] == pytest.approx(holding_user / len(STORE), abs=0.01)
+    for query, hits in exact.items():
+        assert [(h.id, round(h.score, 6)) for h in postgres_index.search(query, scopes=["agent:main"], k=5)] == [
+            (h.id, round(h.score, 6)) for h in hits
+        ], query
+    # Cached: a memory written now does not move the statistics until they are read again.
+    postgres_index.upsert([as_uuid(IndexedMemory(**{**STORE[0].__dict__, "id": "again"}))])
+    assert postgres_index._statistics.collection(connection.cursor())[0] == len(STORE)
