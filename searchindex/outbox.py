@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from memoryui.models import IndexOutbox, Memory, PendingVector
 from searchindex.documents import IndexedMemory, IndexUnavailable
-from searchindex.indexes import INDEX_NAMES, get_index
+from searchindex.indexes import INDEX_NAMES, drained_by_outbox, get_index
 
 
 def _documents(memories) -> list[IndexedMemory]:
@@ -35,7 +35,9 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] = INDEX_NAM
     """Bring the index entries of these memories in line with the database.
 
     Active memories are (re)indexed, anything else is removed. The outbox rows are cleared
-    only for the work done here, and only if no newer change queued them again meanwhile.
+    only for the work done here, and only if no newer change queued them again meanwhile: a
+    sync of some of the indexes the outbox drains (the BM25 entries a bulk import writes before it
+    answers) leaves the rows for the rest.
     Raises IndexUnavailable (after recording the error) so a task can retry.
     """
     started = timezone.now()
@@ -64,7 +66,8 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] = INDEX_NAM
                 row.last_error = message[:2000]
                 row.save(update_fields=["attempts", "last_error"])
         raise IndexUnavailable(", ".join(report.errors), message)
-    IndexOutbox.objects.filter(memory_id__in=memory_ids, queued_at__lte=started).delete()
+    if set(drained_by_outbox()) <= set(indexes):
+        IndexOutbox.objects.filter(memory_id__in=memory_ids, queued_at__lte=started).delete()
     if "vector" in indexes:
         PendingVector.objects.filter(memory_id__in=memory_ids).delete()
     return report

@@ -20,7 +20,14 @@ from memoryui.models.memory import (
     MemoryManager,
     MemoryQuerySet,
 )
-from memoryui.models.outbox import IndexCheck, IndexOutbox, PendingVector, outbox_committed, queue_index_sync
+from memoryui.models.outbox import (
+    IndexCheck,
+    IndexOutbox,
+    PendingVector,
+    announcements_held,
+    outbox_committed,
+    queue_index_sync,
+)
 from memoryui.models.taskrun import TaskRun
 from memoryui.models.tokens import TOKEN_PREFIX, ApiToken, ApiTokenQuerySet, hash_token
 from memoryui.models.transcripts import Message, Transcript
@@ -42,6 +49,7 @@ __all__ = [
     "PendingVector",
     "TaskRun",
     "Transcript",
+    "announcements_held",
     "hash_token",
     "outbox_committed",
     "queue_index_sync",

@@ -7,13 +7,16 @@ own transaction and, once that commits, `outbox_committed` is sent: the indexes 
 
 from __future__ import annotations
 
+import threading
 import uuid
+from contextlib import contextmanager
 
 from django.db import models, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
 from memoryui.models.fields import StoredJSONDecoder
+from memoryui.models.taskrun import TaskRun
 
 
 class IndexOutbox(models.Model):
@@ -29,6 +32,10 @@ class IndexOutbox(models.Model):
     queued_at = models.DateTimeField(default=timezone.now)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
+    # A bulk import's embedding run that will sync this row's vector (its BM25 entry was written
+    # before the import answered): the sweep and the syncs of other writes leave it to that run
+    # while it runs. A newer change of the memory clears it (the row is then an ordinary one).
+    run = models.ForeignKey(TaskRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         verbose_name = "index outbox entry"
@@ -81,6 +88,34 @@ class IndexCheck(models.Model):
         return f"{self.action} by {self.actor} at {self.started_at:%Y-%m-%d %H:%M}"
 
 
+_held = threading.local()
+
+
+class HeldAnnouncements:
+    """The memory ids whose outbox rows were written while `announcements_held` was in force."""
+
+    def __init__(self):
+        self.ids: list[str] = []
+
+
+@contextmanager
+def announcements_held():
+    """Write outbox rows as ever, but announce none of them after commit: collect their ids instead.
+
+    A bulk import syncs what it wrote itself (the BM25 index at once, the vectors in batches over
+    the workers), so the per-transaction `sync_index` would only do the same work twice. The rows
+    stay until that work is done, so nothing is lost if it never is: the sweep and `reindex`
+    finish it.
+    """
+    held = HeldAnnouncements()
+    outer = getattr(_held, "current", None)
+    _held.current = held
+    try:
+        yield held
+    finally:
+        _held.current = outer
+
+
 #: Sent once a transaction that wrote IndexOutbox rows has committed, with `memory_ids`. The
 #: search indexes (searchindex.tasks.enqueue_sync) listen: the store tells the index what
 #: changed without importing it.
@@ -94,11 +129,15 @@ def queue_index_sync(memory_ids) -> None:
         return
     now = timezone.now()
     IndexOutbox.objects.bulk_create(
-        [IndexOutbox(memory_id=pk, queued_at=now) for pk in ids],
+        [IndexOutbox(memory_id=pk, queued_at=now, run=None) for pk in ids],
         update_conflicts=True,
         unique_fields=["memory_id"],
-        update_fields=["queued_at"],
+        update_fields=["queued_at", "run"],
     )
+    held = getattr(_held, "current", None)
+    if held is not None:
+        held.ids.extend(str(pk) for pk in ids)
+        return
     # One announcement per transaction, however many writes it holds, so the indexes can sync
     # them in batches. Ids of writes undone by a savepoint rollback may ride along: a sync
     # reads the database, so they are no-ops.
