@@ -12,7 +12,7 @@ from datetime import timedelta
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from memoryui.models import IndexOutbox, TaskRun
@@ -177,7 +177,7 @@ def embed_batch(self, run_id: str, number: int, memory_ids: list[str]) -> dict:
 
     Only the memories whose outbox rows the run still holds: a row a newer change released is
     that change's sync_index's, and a batch delivered again after it finished finds none. An
-    unavailable index is retried with backoff; a batch that still fails releases its rows to
+    unavailable index (or database) is retried with backoff; a batch that still fails releases its rows to
     the sweep and marks the run failed (the other batches go on).
     """
     run = TaskRun.objects.filter(pk=run_id).first()
@@ -190,32 +190,33 @@ def embed_batch(self, run_id: str, number: int, memory_ids: list[str]) -> dict:
             "memory_id", flat=True
         )
     ]
-    if held:
-        try:
+    try:
+        if held:
             outbox.sync_memories(held, indexes=indexes)
-        except Exception as exc:
-            if isinstance(exc, IndexUnavailable) and self.request.retries < self.max_retries:
-                raise self.retry(exc=exc, countdown=min(300, 2 ** (self.request.retries + 1))) from exc
-            logger.exception("embedding batch %s of task run %s failed", number, run_id)
-            IndexOutbox.objects.filter(memory_id__in=held, run_id=run_id).update(run=None)
-            _fail(run_id, f"batch {number}: {type(exc).__name__}: {exc}", failed=len(held))
-            raise
-        # The BM25 entries were written before the import answered (or, indexes says, here).
-        IndexOutbox.objects.filter(memory_id__in=held, run_id=run_id).delete()
-    _advance(run_id, embedded=len(held))
+        _advance(run_id, held)
+    except Exception as exc:
+        if isinstance(exc, IndexUnavailable | DatabaseError) and self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=min(300, 2 ** (self.request.retries + 1))) from exc
+        logger.exception("embedding batch %s of task run %s failed", number, run_id)
+        IndexOutbox.objects.filter(memory_id__in=held, run_id=run_id).update(run=None)
+        _fail(run_id, f"batch {number}: {type(exc).__name__}: {exc}", failed=len(held))
+        raise
     return {"embedded": len(held)}
 
 
-def _advance(run_id: str, *, embedded: int) -> None:
-    """Count a batch done (if it did anything) and finish the run once it holds no row."""
+def _advance(run_id: str, held: list[str]) -> None:
+    """Clear the batch's outbox rows (its BM25 entries were written before the import answered or,
+    the run's `indexes` says, just now), count it, and finish the run once it holds no row: in
+    one transaction under the run's row lock, so the last batch to land is the one that sees none."""
     with transaction.atomic():
         run = TaskRun.objects.select_for_update().filter(pk=run_id).first()
         if run is None:
             return
+        IndexOutbox.objects.filter(memory_id__in=held, run_id=run_id).delete()
         counts = dict(run.counts)
-        if embedded:
+        if held:
             counts["batches_done"] = counts.get("batches_done", 0) + 1
-            counts["embedded"] = counts.get("embedded", 0) + embedded
+            counts["embedded"] = counts.get("embedded", 0) + len(held)
         remaining = IndexOutbox.objects.filter(run_id=run_id).count()
         run.advance(max(0, run.progress_total - remaining), counts)
         if remaining == 0 and run.status == TaskRun.Status.RUNNING:
