@@ -13,12 +13,19 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
 
-from memoryui.models import IndexOutbox, Memory, TaskRun
+from memoryui.models import IndexOutbox, Memory, TaskRun, queue_index_sync
 from searchindex import tasks
 from searchindex.documents import IndexUnavailable
 from searchindex.indexes import get_index
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def whoosh(settings):
+    """The BM25 index the outbox drains (whoosh), whatever the database."""
+    settings.MEMORYUI_LEXICAL = "whoosh"
+
 
 COLOURS = ("amber", "cobalt", "crimson", "jade", "ochre", "teal", "violet")
 
@@ -52,9 +59,8 @@ def bm25_finds(n: int) -> bool:
 
 
 def test_the_rows_are_searchable_by_keyword_when_the_command_returns_and_by_vector_when_the_task_ends(
-    indexes, tmp_path, settings, django_capture_on_commit_callbacks
+    indexes, tmp_path, django_capture_on_commit_callbacks
 ):
-    settings.MEMORYUI_LEXICAL = "whoosh"
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         report = import_in_background(tmp_path, 30)
     ids = {str(pk) for pk in Memory.objects.values_list("pk", flat=True)}
@@ -204,3 +210,35 @@ def test_the_import_page_says_keyword_search_works_now_and_links_the_task(
     }
     assert "Searchable by keyword now; vector search follows as the embedding batches land" in body
     assert reverse("task_detail", args=[run.pk]) in body
+
+
+def test_a_bm25_index_kept_in_step_by_the_write_is_not_synced_again_and_the_vectors_clear_the_rows(
+    indexes, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    settings.MEMORYUI_LEXICAL = "postgres"  # written in each memory's own transaction: nothing to sync after
+    with django_capture_on_commit_callbacks(execute=True):
+        report = import_in_background(tmp_path, 5)
+    run = TaskRun.objects.get(pk=report["task"])
+    assert report["bm25_searchable"] is True and run.params["indexes"] == ["vector"]
+    assert get_index("bm25").entries() == {}  # the whoosh index was left alone
+    assert run.status == TaskRun.Status.SUCCEEDED and len(get_index("vector").entries()) == 5
+    assert not IndexOutbox.objects.exists()
+
+
+def test_a_change_made_while_its_batch_waits_takes_the_row_back_for_its_own_sync(
+    indexes, tmp_path, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        report = import_in_background(tmp_path, 5)
+    edited = uuid.UUID(int=1)
+    with django_capture_on_commit_callbacks(execute=False) as edit_callbacks:
+        queue_index_sync([edited])  # what an edit writes in its transaction
+    assert IndexOutbox.objects.get(memory_id=edited).run_id is None
+    for callback in callbacks:
+        callback()
+    run = TaskRun.objects.get(pk=report["task"])
+    assert run.status == TaskRun.Status.SUCCEEDED and run.counts["embedded"] == 4 and run.progress_done == 5
+    assert list(IndexOutbox.objects.values_list("memory_id", flat=True)) == [edited]  # its own sync's to clear
+    for callback in edit_callbacks:
+        callback()
+    assert not IndexOutbox.objects.exists() and len(get_index("vector").entries()) == 5
