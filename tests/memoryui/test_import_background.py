@@ -242,3 +242,15 @@ def test_a_change_made_while_its_batch_waits_takes_the_row_back_for_its_own_sync
     for callback in edit_callbacks:
         callback()
     assert not IndexOutbox.objects.exists() and len(get_index("vector").entries()) == 5
+
+
+def test_the_tasks_page_shows_the_embedding_with_its_progress(
+    erin_client, indexes, tmp_path, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        report = import_in_background(tmp_path, 7)
+    body = erin_client.get(reverse("task_list")).content.decode()
+    assert tasks.EMBED_RUN_KIND in body and 'role="progressbar" aria-valuenow="0"' in body and "0/7" in body
+    assert "batches_done 0" in body
+    detail = erin_client.get(reverse("task_detail", args=[report["task"]])).content.decode()
+    assert "0/7" in detail and 'hx-trigger="every 1s"' in detail  # it polls while the batches land
