@@ -23,6 +23,15 @@ after commit (the index sync). Prints medians of memories/s and the ratio to emb
 
     .venv/bin/python bench/ingest.py [--memories 500] [--repeat 3]
 
+With --background it measures `import_memories --background` instead: --count memories (default
+20000) imported into a fresh store while a real `celery worker` (embedded SQLite broker, as the
+integration tests run it) with --concurrency 1, then 2, embeds them; it times the command's
+return (then samples BM25 searches: every sampled row must be found by keyword) and the end of
+the embedding task (then samples vector searches), and prints medians and the 2-worker/1-worker
+ratio. Both runs import the same texts into fresh stores and fresh workers: the same embedding work.
+
+    .venv/bin/python bench/ingest.py --background [--count 20000] [--repeat 1]
+
 The bench store lives in var/bench/ingest/.
 """
 
@@ -242,11 +251,166 @@ def import_file(memories: list[dict]) -> tuple[float, float]:
     return committing - start, done - committing
 
 
+_SAMPLE_CHECK = """
+import json, sys
+from searchindex.indexes import get_index
+wanted = json.loads(sys.stdin.read())
+index = get_index(wanted["index"])
+missing = [pk for pk, text in wanted["rows"] if pk not in {hit.id for hit in index.search(text, k=10)}]
+print("MISSING=" + json.dumps(missing))
+"""
+
+
+def _background_run(rows: list[dict], concurrency: int, directory: Path) -> tuple[float, float]:
+    """Import `rows` with --background into a fresh store under a fresh worker; (return s, task s)."""
+    import shutil
+    import sqlite3
+    import uuid
+
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
+    env.update(
+        MEMORYUI_DATA_DIR=str(directory),
+        CELERY_TASK_DEFAULT_QUEUE=f"memoryui-bench-{uuid.uuid4().hex[:8]}",
+        CELERY_TASK_ALWAYS_EAGER="0",
+        MEMORYUI_INDEX_SWEEP_SECONDS="0",
+    )
+
+    def manage(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, input=stdin
+        )
+        if done.returncode:
+            raise SystemExit(done.stderr[-3000:])
+        return done.stdout
+
+    manage("migrate", "-v0")
+    path = directory / "store.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "memoryui", "worker", "--concurrency", str(concurrency)]
+        + ["--loglevel", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(directory / "worker.log", "w"),  # noqa: SIM115
+    )
+    try:
+        time.sleep(8)  # the worker's processes start and load the model before the clock starts
+        started = time.perf_counter()
+        report = json.loads(manage("import_memories", str(path), "--background", "--json"))
+        returned = time.perf_counter() - started
+        assert report["bm25_searchable"] and report["imported"] == len(rows), report
+        db = sqlite3.connect(directory / "memoryui.sqlite3")
+        while True:
+            status = db.execute(
+                "SELECT status FROM memoryui_taskrun WHERE id = ?", (report["task"].replace("-", ""),)
+            ).fetchone()[0]
+            if status in ("succeeded", "failed"):
+                break
+            if worker.poll() is not None:
+                raise SystemExit("the worker died; see " + str(directory / "worker.log"))
+            time.sleep(0.2)
+        finished = time.perf_counter() - started
+        assert status == "succeeded", status
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    ids = [row[0] for row in db.execute("SELECT id, text FROM memoryui_memory").fetchall()]
+    texts = dict(db.execute("SELECT id, text FROM memoryui_memory").fetchall())
+    sample = random.Random(1).sample(ids, min(50, len(ids)))
+    for index in ("bm25", "vector"):
+        rows_wanted = [[str(uuid.UUID(pk)), texts[pk]] for pk in sample]
+        said = manage("shell", "-c", _SAMPLE_CHECK, stdin=json.dumps({"index": index, "rows": rows_wanted}))
+        missing = json.loads(said.split("MISSING=", 1)[1])
+        assert not missing, f"{index}: {len(missing)} of {len(sample)} sampled memories not found"
+    return returned, finished
+
+
+_EMBED_PROBE = """
+import json, sys, time
+import django
+django.setup()
+from searchindex.embeddings import get_embedder
+texts = json.loads(sys.stdin.read())
+embedder = get_embedder()
+embedder.embed_passages(["warm up the model"])
+started = time.perf_counter()
+for start in range(0, len(texts), 64):
+    embedder.embed_passages(texts[start : start + 64])
+print(time.perf_counter() - started)
+"""
+
+
+def _embedding_ceiling(texts: list[str]) -> float:
+    """What the machine gives two processes embedding at once, against one: the most a second
+    worker can add (other load on the cores lowers it). Same texts, fresh processes, no cache."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memoryui.settings", "MEMORYUI_DATA_DIR": str(BENCH_DIR)}
+
+    def start() -> subprocess.Popen:
+        probe = subprocess.Popen(
+            [sys.executable, "-c", _EMBED_PROBE],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        probe.stdin.write(json.dumps(texts))
+        probe.stdin.close()
+        return probe
+
+    def rate(probes: list[subprocess.Popen]) -> float:
+        return sum(len(texts) / float(probe.stdout.read()) for probe in probes if probe.wait() == 0)
+
+    one = rate([start()])
+    two = rate([start(), start()])
+    print(f"  embedding alone: 1 process {one:.1f}/s, 2 processes {two:.1f}/s ({two / one:.2f}x)", flush=True)
+    return two / one
+
+
+def background_main(args) -> None:
+    rows = [
+        {key: value for key, value in row.items() if key in ("scope", "kind", "text")}
+        for row in fresh_memories(args.count, seed=7)
+    ]
+    ceiling = _embedding_ceiling([row["text"] for row in rows[:400]])
+    times: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+    for _ in range(args.repeat):
+        for concurrency in (1, 2):
+            returned, finished = _background_run(rows, concurrency, BENCH_DIR / f"background-{concurrency}")
+            times[concurrency].append((returned, finished))
+            print(
+                f"  {concurrency} worker process(es): returned {returned:.1f} s, embedded {finished:.1f} s", flush=True
+            )
+    print(f"\nimport_memories --background, {args.count} memories, median of {args.repeat}")
+    print(f"{'workers':>8} {'returns (s)':>12} {'rows/s':>8} {'task ends (s)':>14} {'memories/s':>11}")
+    medians = {}
+    for concurrency, runs in times.items():
+        returned = statistics.median(r for r, _ in runs)
+        finished = statistics.median(f for _, f in runs)
+        medians[concurrency] = finished
+        print(
+            f"{concurrency:>8} {returned:>12.1f} {args.count / returned:>8.0f} {finished:>14.1f} "
+            f"{args.count / finished:>11.1f}"
+        )
+    print(f"2-worker / 1-worker throughput: {medians[1] / medians[2]:.2f}x (target >= 1.7x)")
+    print(f"embedding alone, 2 processes / 1 on this machine now: {ceiling:.2f}x (the most a second worker can add)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=500, help="memories written per run")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each variant, each with fresh texts")
+    parser.add_argument("--repeat", type=int, default=None, help="runs of each variant, each with fresh texts")
+    parser.add_argument("--background", action="store_true", help="time import_memories --background (see above)")
+    parser.add_argument("--count", type=int, default=20000, help="--background: memories imported per run")
     args = parser.parse_args()
+    if args.background:
+        args.repeat = args.repeat or 1
+        background_main(args)
+        return
+    args.repeat = args.repeat or 3
 
     call_command("migrate", verbosity=0)
     embedder = get_embedder()

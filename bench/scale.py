@@ -320,7 +320,11 @@ def fill_server(url: str, corpus: list[dict], vectors: np.ndarray) -> float:
 class StatementClock:
     """Times the PostgreSQL lexical index's statements by kind (a connection execute wrapper)."""
 
-    KINDS = (("coalesce(avg(text_length)", "statistics"), ("unnest(%s::text[]) AS q", "frequencies"))
+    KINDS = (
+        ("coalesce(avg(text_length)", "statistics"),
+        ("unnest(%s::text[]) AS q", "frequencies"),
+        ("FROM pg_stats", "frequencies"),
+    )
 
     def __init__(self):
         self.ms: dict[str, float] = defaultdict(float)

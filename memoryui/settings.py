@@ -403,6 +403,9 @@ CELERY_TASK_ROUTES = {
             "memoryui.tasks.run_cleanup_step",
             "memoryui.tasks.decay_expired_memories",
             "recall.tasks.calibrate_golden",
+            # A bulk import's embedding batches: hours of work for a large store must not hold up
+            # the index queue, which makes each interactive write searchable in seconds.
+            "searchindex.tasks.embed_batch",
         ],
         {"queue": MEMORYUI_BULK_QUEUE},
     ),

@@ -3,6 +3,8 @@
 The upload waits in the session between the preview and the confirmation (a browser cannot post a
 chosen file twice without JavaScript), and the confirmation imports what was previewed: the same
 bytes, format, scope and options. The import is one batch, so its message offers the Undo.
+The rows and their keyword (BM25) entries are written before the page answers; their vectors are
+embedded by the workers in batches, a task whose progress the Tasks page shows.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryui import roles, web
 from memoryui.forms import MemoryImportForm
 from memoryui.memoryfiles import FormatError, detect
-from memoryui.memoryfiles.importing import FileImportReport, import_files
+from memoryui.memoryfiles.importing import FileImportReport, import_files, import_files_in_background
 from memoryui.text import count, memories
 
 PENDING = "pending_import"  # the session key of the upload waiting for its confirmation
@@ -84,7 +87,7 @@ def _confirmed(request: HttpRequest) -> HttpResponse:
         return _go(request, page, error="Nothing imported: this preview is no longer waiting. Upload the file again.")
     files = detect.read_upload(pending["name"], base64.b64decode(pending["data"]))
     options = {"format": pending["format"], "scope": pending["scope"], "dedup": pending["dedup"]}
-    report, unavailable = web.load(lambda: import_files(files, actor=web.actor(request), **options))
+    report, unavailable = web.load(lambda: import_files_in_background(files, actor=web.actor(request), **options))
     if unavailable:
         return _go(
             request, page, error=f"Nothing imported: the {unavailable.backend} is unavailable: {unavailable.message}"
@@ -96,6 +99,8 @@ def _confirmed(request: HttpRequest) -> HttpResponse:
         messages.success(request, web.with_undo(message, report.batch, list_url))
     else:
         messages.info(request, message)
+    if report.task and report.vector_pending:
+        messages.info(request, _searchable(report))
     if report.errors:
         first = report.errors[0]
         where = f"{first['file']} line {first['line']}" if "file" in first else f"line {first['line']}"
@@ -103,6 +108,21 @@ def _confirmed(request: HttpRequest) -> HttpResponse:
             request, f"{count(len(report.errors), 'problem')} not imported, e.g. {where}: {first['error']}"
         )
     return _go(request, list_url)
+
+
+def _searchable(report: FileImportReport):
+    """What the imported memories can be found by now, and where the rest of their indexing shows."""
+    now = (
+        "Searchable by keyword now"
+        if report.bm25_searchable
+        else "Not yet searchable by keyword (the keyword index was unavailable; the task writes it)"
+    )
+    return format_html(
+        '{}; vector search follows as the embedding batches land: {} to embed, <a href="{}">progress</a>.',
+        now,
+        memories(report.vector_pending),
+        reverse("task_detail", args=[report.task]),
+    )
 
 
 def _go(request: HttpRequest, url: str, *, error: str | None = None) -> HttpResponse:

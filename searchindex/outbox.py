@@ -38,7 +38,9 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] | None = No
     the PostgreSQL lexical one, is already there); repair and rebuild name the ones they fix.
 
     Active memories are (re)indexed, anything else is removed. The outbox rows are cleared
-    only for the work done here, and only if no newer change queued them again meanwhile.
+    only for the work done here, and only if no newer change queued them again meanwhile: a
+    sync of some of the indexes the outbox drains (the BM25 entries a bulk import writes before it
+    answers) leaves the rows for the rest.
     Raises IndexUnavailable (after recording the error) so a task can retry.
     """
     if indexes is None:
@@ -69,7 +71,8 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] | None = No
                 row.last_error = message[:2000]
                 row.save(update_fields=["attempts", "last_error"])
         raise IndexUnavailable(", ".join(report.errors), message)
-    IndexOutbox.objects.filter(memory_id__in=memory_ids, queued_at__lte=started).delete()
+    if set(drained_by_outbox()) <= set(indexes):
+        IndexOutbox.objects.filter(memory_id__in=memory_ids, queued_at__lte=started).delete()
     if "vector" in indexes:
         PendingVector.objects.filter(memory_id__in=memory_ids).delete()
     return report

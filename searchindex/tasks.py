@@ -6,18 +6,26 @@ queued under those names still run.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from memoryui.models import IndexOutbox
+from memoryui.models import IndexOutbox, TaskRun
 from searchindex import health, outbox
 from searchindex.documents import IndexUnavailable
+from searchindex.indexes import drained_by_outbox, kept_in_step
+
+logger = logging.getLogger(__name__)
 
 SYNC_BATCH = 200
+EMBED_BATCH = 250  # memories one embed_batch task embeds: about 7 s of one core with the bundled embedder
+EMBED_RUN_KIND = "embed_import"
+_LOOKUP_CHUNK = 1000  # ids per IN (...) query
 SWEEP_LIMIT = 5 * SYNC_BATCH  # outbox rows one sweep syncs; the next sweep takes the rest
 
 
@@ -44,7 +52,7 @@ def sync_index(self, memory_ids: list[str]) -> dict:
     batch = [pk for pk in dict.fromkeys(asked) if pk in pending]
     if len(batch) < SYNC_BATCH:
         along = (
-            IndexOutbox.objects.filter(attempts=0)
+            IndexOutbox.objects.filter(attempts=0, run__isnull=True)
             .exclude(memory_id__in=batch)
             .order_by("queued_at")
             .values_list("memory_id", flat=True)[: SYNC_BATCH - len(batch)]
@@ -61,12 +69,19 @@ def sync_pending() -> dict:
     """Sync the memories whose outbox rows have waited longer than MEMORYUI_INDEX_SWEEP_SECONDS:
     their `sync_index` was never sent (the broker was away when they committed) or never ran.
 
+    Rows held by a bulk import's embedding run that is still running are left to it.
     Sent by the schedule, on the index queue, behind the `sync_index` tasks sent before it: a row
     that has waited that long is one no task is coming for (or, behind a long backlog, one whose
     task is still queued; syncing it twice does no harm).
     """
     waited = timezone.now() - timedelta(seconds=settings.MEMORYUI_INDEX_SWEEP_SECONDS)
-    rows = IndexOutbox.objects.filter(queued_at__lte=waited).order_by("queued_at")
+    # Rows a bulk import's embedding run still holds are its batches' to do (once the run has
+    # ended, failed or not, whatever it left is swept like any other row).
+    rows = (
+        IndexOutbox.objects.filter(queued_at__lte=waited)
+        .exclude(run__status__in=[TaskRun.Status.QUEUED, TaskRun.Status.RUNNING])
+        .order_by("queued_at")
+    )
     memory_ids = [str(pk) for pk in rows.values_list("memory_id", flat=True)[:SWEEP_LIMIT]]
     for start in range(0, len(memory_ids), SYNC_BATCH):
         outbox.sync_memories(memory_ids[start : start + SYNC_BATCH])
@@ -94,6 +109,131 @@ def enqueue_sync(sender=None, *, memory_ids: list[str], **kwargs) -> None:
     """
     for start in range(0, len(memory_ids), SYNC_BATCH):
         sync_index.delay(memory_ids[start : start + SYNC_BATCH])
+
+
+def index_in_background(memory_ids: list[str], *, actor: str) -> TaskRun:
+    """Index what a bulk import just committed (its outbox announcements held): the BM25 entries
+    here and now, so every row is searchable by keyword when this returns; the vectors by an
+    `embed_import` TaskRun fanned out as `embed_batch` tasks of EMBED_BATCH memories, sent after
+    commit, so as many worker processes as consume the bulk queue embed at once.
+
+    The outbox rows stay, marked with the run, until their batch has written their vectors: a
+    worker that dies leaves them to the redelivered task, a batch that fails for good leaves them
+    to the sweep and `reindex`. A BM25 index that is unavailable is left to the batches too (they
+    then sync both indexes) and the run says so (`params["bm25_searchable"]` false).
+    """
+    started = timezone.now()
+    ids = list(dict.fromkeys(str(pk) for pk in memory_ids))
+    indexes = ("vector",)
+    bm25_error = ""
+    if not kept_in_step("bm25") and "bm25" in drained_by_outbox():
+        try:
+            for start in range(0, len(ids), _LOOKUP_CHUNK):
+                outbox.sync_memories(ids[start : start + _LOOKUP_CHUNK], indexes=("bm25",))
+        except IndexUnavailable as exc:
+            indexes, bm25_error = drained_by_outbox(), str(exc)
+    run = TaskRun.objects.create(
+        kind=EMBED_RUN_KIND,
+        actor=actor,
+        params={"memories": len(ids), "batch_size": EMBED_BATCH, "indexes": list(indexes)},
+    )
+    held: list[str] = []
+    for start in range(0, len(ids), _LOOKUP_CHUNK):
+        chunk = ids[start : start + _LOOKUP_CHUNK]
+        # Only rows queued before the BM25 sync began: a newer change is its own sync_index's.
+        rows = IndexOutbox.objects.filter(memory_id__in=chunk, queued_at__lte=started)
+        pending = {str(pk) for pk in rows.values_list("memory_id", flat=True)}
+        rows.update(run=run)
+        held += [pk for pk in chunk if pk in pending]
+    batches = [held[start : start + EMBED_BATCH] for start in range(0, len(held), EMBED_BATCH)]
+    run.params.update(batches=len(batches), bm25_searchable=not bm25_error)
+    if bm25_error:
+        run.params["bm25_error"] = bm25_error[:500]
+    run.counts = {"batches": len(batches), "batches_done": 0, "embedded": 0}
+    run.save(update_fields=["params", "counts"])
+    run.start(len(held))
+    if not batches:
+        run.finish({"embedded": 0})
+        return run
+    transaction.on_commit(lambda: _send_batches(run, batches), robust=True)
+    return run
+
+
+def _send_batches(run: TaskRun, batches: list[list[str]]) -> None:
+    try:
+        for number, batch in enumerate(batches, 1):
+            embed_batch.delay(str(run.pk), number, batch)
+    except Exception as exc:
+        # The broker refused: the rows stay in the outbox for the sweep once the run has failed.
+        # (An eager task raised: it recorded its own failure, or is to be retried.)
+        if not embed_batch.app.conf.task_always_eager:
+            _fail(str(run.pk), f"not queued: {type(exc).__name__}: {exc}")
+        raise
+
+
+@shared_task(bind=True, name="searchindex.tasks.embed_batch", max_retries=5)
+def embed_batch(self, run_id: str, number: int, memory_ids: list[str]) -> dict:
+    """Write the vectors of one batch of a bulk import (`index_in_background`); safe to run twice.
+
+    Only the memories whose outbox rows the run still holds: a row a newer change released is
+    that change's sync_index's, and a batch delivered again after it finished finds none. An
+    unavailable index (or database) is retried with backoff; a batch that still fails releases its rows to
+    the sweep and marks the run failed (the other batches go on).
+    """
+    run = TaskRun.objects.filter(pk=run_id).first()
+    if run is None:
+        return {"embedded": 0, "abandoned": True}
+    indexes = tuple(run.params.get("indexes") or ("vector",))
+    held = [
+        str(pk)
+        for pk in IndexOutbox.objects.filter(memory_id__in=memory_ids, run_id=run_id).values_list(
+            "memory_id", flat=True
+        )
+    ]
+    try:
+        if held:
+            outbox.sync_memories(held, indexes=indexes)
+        _advance(run_id, held)
+    except Exception as exc:
+        if isinstance(exc, IndexUnavailable | DatabaseError) and self.request.retries < self.max_retries:
+            raise self.retry(exc=exc, countdown=min(300, 2 ** (self.request.retries + 1))) from exc
+        logger.exception("embedding batch %s of task run %s failed", number, run_id)
+        IndexOutbox.objects.filter(memory_id__in=held, run_id=run_id).update(run=None)
+        _fail(run_id, f"batch {number}: {type(exc).__name__}: {exc}", failed=len(held))
+        raise
+    return {"embedded": len(held)}
+
+
+def _advance(run_id: str, held: list[str]) -> None:
+    """Clear the batch's outbox rows (its BM25 entries were written before the import answered or,
+    the run's `indexes` says, just now), count it, and finish the run once it holds no row: in
+    one transaction under the run's row lock, so the last batch to land is the one that sees none."""
+    with transaction.atomic():
+        run = TaskRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return
+        IndexOutbox.objects.filter(memory_id__in=held, run_id=run_id).delete()
+        counts = dict(run.counts)
+        if held:
+            counts["batches_done"] = counts.get("batches_done", 0) + 1
+            counts["embedded"] = counts.get("embedded", 0) + len(held)
+        remaining = IndexOutbox.objects.filter(run_id=run_id).count()
+        run.advance(max(0, run.progress_total - remaining), counts)
+        if remaining == 0 and run.status == TaskRun.Status.RUNNING:
+            run.finish({"embedded": counts.get("embedded", 0), "batches": counts.get("batches", 0)})
+
+
+def _fail(run_id: str, error: str, *, failed: int = 0) -> None:
+    with transaction.atomic():
+        run = TaskRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return
+        if failed:
+            run.counts = {**run.counts, "failed": run.counts.get("failed", 0) + failed}
+        if run.status != TaskRun.Status.FAILED:
+            run.fail(error + " (its memories are left to the index sweep and `reindex`)")
+        else:
+            run.save(update_fields=["counts"])
 
 
 @worker_ready.connect

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from memoryui import jsonl, rules
 from memoryui.memoryfiles import FORMATS, FormatError, Parsed, SourceFile, contextfile, markdown, mem0
+from memoryui.models import announcements_held
+from searchindex.tasks import index_in_background
 
 PARSERS = {markdown.FORMAT: markdown.parse, contextfile.FORMAT: contextfile.parse, mem0.FORMAT: mem0.parse}
 
@@ -22,6 +24,26 @@ class FileImportReport(jsonl.ImportReport):
 
     format: str = ""
     skipped_files: list[dict] = field(default_factory=list, metadata={"omit_empty": True})
+    # An import in the background: the TaskRun embedding its memories, and whether every row
+    # written was searchable by keyword when the import answered.
+    task: str | None = field(default=None, metadata={"omit_empty": True})
+    bm25_searchable: bool | None = field(default=None, metadata={"omit_empty": True})
+    vector_pending: int | None = field(default=None, metadata={"omit_empty": True})
+
+
+def import_files_in_background(files: list[SourceFile], *, format: str, **options) -> FileImportReport:
+    """`import_files`, then its BM25 entries written at once and its vectors left to the workers
+    (searchindex.tasks.index_in_background): the rows are searchable by keyword when this returns,
+    and by meaning as the embedding batches of the report's `task` land."""
+    with announcements_held() as held:
+        report = import_files(files, format=format, **options)
+    if options.get("dry_run"):
+        return report
+    run = index_in_background(held.ids, actor=options.get("actor", jsonl.IMPORT_ACTOR))
+    report.task = str(run.pk)
+    report.bm25_searchable = bool(run.params.get("bm25_searchable"))
+    report.vector_pending = run.progress_total - run.progress_done
+    return report
 
 
 def import_files(

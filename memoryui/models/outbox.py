@@ -9,7 +9,9 @@ kept in step inside that transaction (the PostgreSQL lexical index, LexicalEntry
 
 from __future__ import annotations
 
+import threading
 import uuid
+from contextlib import contextmanager
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -20,6 +22,7 @@ from django.utils import timezone
 
 from memoryui import rules
 from memoryui.models.fields import StoredJSONDecoder
+from memoryui.models.taskrun import TaskRun
 
 
 class IndexOutbox(models.Model):
@@ -35,6 +38,10 @@ class IndexOutbox(models.Model):
     queued_at = models.DateTimeField(default=timezone.now)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
+    # A bulk import's embedding run that will sync this row's vector (its BM25 entry was written
+    # before the import answered): the sweep and the syncs of other writes leave it to that run
+    # while it runs. A newer change of the memory clears it (the row is then an ordinary one).
+    run = models.ForeignKey(TaskRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         verbose_name = "index outbox entry"
@@ -120,6 +127,34 @@ class IndexCheck(models.Model):
         return f"{self.action} by {self.actor} at {self.started_at:%Y-%m-%d %H:%M}"
 
 
+_held = threading.local()
+
+
+class HeldAnnouncements:
+    """The memory ids whose outbox rows were written while `announcements_held` was in force."""
+
+    def __init__(self):
+        self.ids: list[str] = []
+
+
+@contextmanager
+def announcements_held():
+    """Write outbox rows as ever, but announce none of them after commit: collect their ids instead.
+
+    A bulk import syncs what it wrote itself (the BM25 index at once, the vectors in batches over
+    the workers), so the per-transaction `sync_index` would only do the same work twice. The rows
+    stay until that work is done, so nothing is lost if it never is: the sweep and `reindex`
+    finish it.
+    """
+    held = HeldAnnouncements()
+    outer = getattr(_held, "current", None)
+    _held.current = held
+    try:
+        yield held
+    finally:
+        _held.current = outer
+
+
 #: Sent once a transaction that wrote IndexOutbox rows has committed, with `memory_ids`. The
 #: search indexes (searchindex.tasks.enqueue_sync) listen: the store tells the index what
 #: changed without importing it.
@@ -142,12 +177,16 @@ def queue_index_sync(memory_ids, *, memories=None) -> None:
         return
     now = timezone.now()
     IndexOutbox.objects.bulk_create(
-        [IndexOutbox(memory_id=pk, queued_at=now) for pk in ids],
+        [IndexOutbox(memory_id=pk, queued_at=now, run=None) for pk in ids],
         update_conflicts=True,
         unique_fields=["memory_id"],
-        update_fields=["queued_at"],
+        update_fields=["queued_at", "run"],
     )
     index_entries_due.send(sender=IndexOutbox, memory_ids=[str(pk) for pk in ids], memories=memories)
+    held = getattr(_held, "current", None)
+    if held is not None:
+        held.ids.extend(str(pk) for pk in ids)
+        return
     # One announcement per transaction, however many writes it holds, so the indexes can sync
     # them in batches. Ids of writes undone by a savepoint rollback may ride along: a sync
     # reads the database, so they are no-ops.

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from memoryui import rules
 from memoryui.management.base import ReportingCommand
 from memoryui.memoryfiles import FORMATS, FormatError, SourceFile, detect
-from memoryui.memoryfiles.importing import FileImportReport, import_files
+from memoryui.memoryfiles.importing import FileImportReport, import_files, import_files_in_background
 
 
 class Command(ReportingCommand):
@@ -22,7 +22,9 @@ class Command(ReportingCommand):
         "Duplicates are kept (a faithful restore) unless --dedup; a memory whose id exists is skipped when "
         "identical, updated otherwise, and never moved to another scope unless --allow-move. Memories read "
         "from other tools' files get stable ids, so importing them again changes nothing. Bad files and lines "
-        "are reported by name and number and the command exits 1."
+        "are reported by name and number and the command exits 1. With --background the memories are "
+        "searchable by keyword when the command returns and their embedding is spread over the Celery "
+        "workers (a task on the Tasks page)."
     )
     stealth_options = ("stdin",)
 
@@ -41,6 +43,12 @@ class Command(ReportingCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="show what would be written (each memory, new/unchanged/updated)"
         )
+        parser.add_argument(
+            "--background",
+            action="store_true",
+            help="write the rows and their keyword (BM25) index now and leave the embedding to the Celery "
+            "workers, in batches, tracked by a task (its id is printed; --json: 'task')",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON report on stdout")
 
     def handle(self, *args, **options):
@@ -50,7 +58,8 @@ class Command(ReportingCommand):
             format = options["format"] or (
                 "jsonl" if path == "-" else detect.detect(files, given_a_directory=_is_dir(path))
             )
-            report = import_files(
+            importer = import_files_in_background if options["background"] else import_files
+            report = importer(
                 files,
                 format=format,
                 scope=options["scope"],
@@ -98,6 +107,16 @@ class Command(ReportingCommand):
             + (f" Batch {report.batch}." if report.batch else "")
             + (" Nothing was written (--dry-run)." if report.dry_run else "")
         )
+        if report.task:
+            searchable = (
+                "searchable by keyword now"
+                if report.bm25_searchable
+                else "not yet searchable by keyword (the BM25 index was unavailable; the task writes it)"
+            )
+            self.stdout.write(
+                f"Task {report.task}: {searchable}; vector search follows as the embedding batches land "
+                f"({report.vector_pending} memories to embed; see the Tasks page)."
+            )
         for skipped in report.skipped_files:
             self.stdout.write(f"skipped {skipped['file']}:{skipped['line']}: {skipped['reason']}")
         for error in report.errors:
