@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from memoryui.models import IndexCheck, IndexOutbox, Memory
 from searchindex.documents import IndexedMemory, IndexUnavailable
-from searchindex.indexes import CHUNK, INDEX_NAMES, get_index
+from searchindex.indexes import CHUNK, INDEX_NAMES, engine, get_index
 from searchindex.outbox import sync_memories
 from searchindex.vector import EmbedderMismatch
 
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class IndexStatus:
     name: str
+    engine: str = ""  # what serves it as configured (shown also when it is unavailable)
     entries: int | None = None
     info: dict = field(default_factory=dict)
     error: str = ""
@@ -55,7 +56,7 @@ def status() -> Health:
     """Counts per index beside the database's, pending work, and the last checks (no full scan)."""
     indexes = []
     for name in INDEX_NAMES:
-        entry = IndexStatus(name=name)
+        entry = IndexStatus(name=name, engine=engine(name))
         try:
             opened = get_index(name)
             entry.entries = opened.count()

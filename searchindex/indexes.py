@@ -38,6 +38,13 @@ def _open(name: str):
     raise ValueError(f"unknown index {name!r}; one of {', '.join(INDEX_NAMES)}")
 
 
+def engine(name: str) -> str:
+    """What serves this index as configured: whoosh or PostgreSQL, chromadb embedded or a server."""
+    if name == "bm25":
+        return "PostgreSQL" if settings.MEMORYUI_LEXICAL == "postgres" else "whoosh"
+    return "chromadb server" if settings.CHROMA_URL else "chromadb"
+
+
 def kept_in_step(name: str) -> bool:
     """Whether this index is written inside each memory's own write transaction (the PostgreSQL
     lexical index): the outbox then has nothing to do for it, and it is never behind."""

