@@ -140,6 +140,11 @@ def term_weight(total: int, frequency: int) -> float:
     return math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
 
 
+def common_term_line(total: int) -> int:
+    """The document frequency from which a term is common in an index of `total` memories."""
+    return math.ceil(max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total))
+
+
 def selecting_terms(terms: list[str], frequencies: dict[str, int], total: int) -> tuple[list[str], list[str]]:
     """The query's present terms split into those that select candidates and the common rest.
 
@@ -149,7 +154,7 @@ def selecting_terms(terms: list[str], frequencies: dict[str, int], total: int) -
     present = [term for term in terms if frequencies.get(term, 0) > 0]
     if not present:
         return [], []
-    common_from = max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total)
+    common_from = common_term_line(total)
     rare = [term for term in present if frequencies[term] < common_from]
     if not rare:
         rare = [min(present, key=lambda term: frequencies[term])]

@@ -46,11 +46,10 @@ from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
 from searchindex.lexical import (
     BM25_B,
     BM25_K1,
-    COMMON_TERM_MIN_DOCS,
-    COMMON_TERM_SHARE,
     FIELD_BOOSTS,
     MAX_QUERY_TERMS,
     TOKENIZER_VERSION,
+    common_term_line,
     coverage_of,
     selecting_terms,
     term_weight,
@@ -166,7 +165,7 @@ class _Statistics:
         found = {term: round(common[term] * total) for term in wanted if term in common}
         counted = [term for term in wanted if term not in found]
         if counted:
-            found.update(self._count(cursor, counted, cap=int(max(COMMON_TERM_MIN_DOCS, COMMON_TERM_SHARE * total))))
+            found.update(self._count(cursor, counted, cap=common_term_line(total)))
         with self._lock:
             if len(self._frequencies) > 100_000:
                 self._frequencies.clear()
@@ -224,7 +223,10 @@ class PostgresLexicalIndex:
         for item in latest:
             lexemes, text_frequencies, field_scores, length = entry_of(item)
             fingerprint = self.entry_fingerprint(item.content_hash)
-            rows.append((uuid.UUID(item.id), item.scope, fingerprint, lexemes, text_frequencies, field_scores, length))
+            # The lexemes twice: once to make the tsvector, once as the array the scoring reads.
+            rows.append(
+                (uuid.UUID(item.id), item.scope, fingerprint, lexemes, lexemes, text_frequencies, field_scores, length)
+            )
         sql = (
             f"INSERT INTO {TABLE} (memory_id, scope, fingerprint, tokens, lexemes, text_frequencies, field_scores, "
             "text_length) VALUES (%s, %s, %s, array_to_tsvector(%s::text[]), %s::text[], %s::float8[], "
@@ -235,15 +237,7 @@ class PostgresLexicalIndex:
         )
         with transaction.atomic(), connection.cursor() as cursor:
             for start in range(0, len(rows), WRITE_BATCH):
-                cursor.executemany(
-                    sql,
-                    [
-                        (pk, scope, fingerprint, lexemes, lexemes, frequencies, scores, length)
-                        for pk, scope, fingerprint, lexemes, frequencies, scores, length in rows[
-                            start : start + WRITE_BATCH
-                        ]
-                    ],
-                )
+                cursor.executemany(sql, rows[start : start + WRITE_BATCH])
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove these ids' entries (unknown ids are ignored)."""
