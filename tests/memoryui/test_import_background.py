@@ -11,7 +11,6 @@ import pytest
 from celery.exceptions import Retry
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
-from django.db import connection
 from django.urls import reverse
 
 from memoryui.models import IndexOutbox, Memory, TaskRun, queue_index_sync
@@ -19,6 +18,7 @@ from searchindex import indexes as search_indexes
 from searchindex import tasks
 from searchindex.documents import IndexUnavailable
 from searchindex.indexes import get_index
+from tests.postgres import needs_postgres
 
 pytestmark = pytest.mark.django_db
 
@@ -214,7 +214,7 @@ def test_the_import_page_says_keyword_search_works_now_and_links_the_task(
     assert reverse("task_detail", args=[run.pk]) in body
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the PostgreSQL BM25 index needs PostgreSQL")
+@needs_postgres
 def test_a_bm25_index_kept_in_step_by_the_write_is_not_synced_again_and_the_vectors_clear_the_rows(
     indexes, tmp_path, settings, django_capture_on_commit_callbacks
 ):

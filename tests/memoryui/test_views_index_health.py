@@ -8,6 +8,7 @@ from memoryui.models import IndexCheck, IndexOutbox
 from searchindex import indexes as search_indexes
 from searchindex.embeddings import clear_embedder_cache
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.postgres import needs_postgres
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +37,12 @@ def test_the_panel_shows_each_index_in_step_with_the_database(indexes, write, al
 
 @pytest.mark.parametrize(
     ("lexical", "label", "where"),
-    [("whoosh", "BM25 (whoosh)", None), ("postgres", "BM25 (PostgreSQL)", "PostgreSQL table memoryui_lexicalentry")],
+    [
+        ("whoosh", "BM25 (whoosh)", None),
+        pytest.param("postgres", "BM25 (PostgreSQL)", "PostgreSQL table memoryui_lexicalentry", marks=needs_postgres),
+    ],
 )
 def test_the_panel_names_the_engine_behind_the_bm25_index(indexes, settings, alice_client, lexical, label, where):
-    if lexical == "postgres" and settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        pytest.skip("the PostgreSQL BM25 index needs a PostgreSQL database")
     settings.MEMORYUI_LEXICAL = lexical
     search_indexes.close_indexes()
     row = panel(alice_client).split('data-index="bm25"')[1].split("</tr>")[0]

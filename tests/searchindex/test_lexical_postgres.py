@@ -20,11 +20,8 @@ from searchindex.documents import IndexedMemory
 from searchindex.lexical import BM25_K1 as K1
 from searchindex.lexical import LexicalIndex
 from searchindex.lexical_postgres import PostgresLexicalIndex, entry_of, quoted
+from tests.postgres import needs_postgres
 from tests.searchindex.test_lexical_index import STORE
-
-on_postgres = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the PostgreSQL lexical index needs a PostgreSQL database"
-)
 
 
 def test_an_entry_lists_each_token_once_with_its_text_frequency_and_its_key_and_tag_score():
@@ -93,7 +90,7 @@ QUERIES = [
 ]
 
 
-@on_postgres
+@needs_postgres
 @pytest.mark.parametrize("query", QUERIES)
 def test_postgres_ranks_as_whoosh_does_on_the_same_entries(postgres_index, tmp_path, query):
     whoosh = LexicalIndex(tmp_path / "bm25")
@@ -107,7 +104,7 @@ def test_postgres_ranks_as_whoosh_does_on_the_same_entries(postgres_index, tmp_p
     whoosh.close()
 
 
-@on_postgres
+@needs_postgres
 def test_scopes_are_filtered_in_sql_and_nothing_matches_nothing(postgres_index):
     other = IndexedMemory(
         id=key("other"), scope="agent:other", kind="fact", tier="core", pinned=False,
@@ -121,7 +118,7 @@ def test_scopes_are_filtered_in_sql_and_nothing_matches_nothing(postgres_index):
     assert postgres_index.search("18600000000", scopes=[]) == []
 
 
-@on_postgres
+@needs_postgres
 def test_common_terms_only_score_where_a_rarer_term_matched(postgres_index, monkeypatch):
     monkeypatch.setattr(lexical_postgres, "selecting_terms", _every_term_but_user_selects)
     hits = postgres_index.search("user phone", scopes=["agent:main"], k=10)
@@ -133,7 +130,7 @@ def _every_term_but_user_selects(terms, frequencies, total):
     return [term for term in present if term != "user"], [term for term in present if term == "user"]
 
 
-@on_postgres
+@needs_postgres
 def test_a_write_indexes_in_its_own_transaction_and_a_rollback_takes_the_entry_along(db, settings, make_memory):
     settings.MEMORYUI_LEXICAL = "postgres"
     search_indexes.close_indexes()
@@ -155,7 +152,7 @@ def test_a_write_indexes_in_its_own_transaction_and_a_rollback_takes_the_entry_a
     search_indexes.close_indexes()
 
 
-@on_postgres
+@needs_postgres
 def test_verify_finds_missing_stale_and_orphaned_entries_and_repair_fixes_them(db, settings, make_memory):
     settings.MEMORYUI_LEXICAL = "postgres"
     search_indexes.close_indexes()
@@ -179,7 +176,7 @@ def test_verify_finds_missing_stale_and_orphaned_entries_and_repair_fixes_them(d
     search_indexes.close_indexes()
 
 
-@on_postgres
+@needs_postgres
 def test_above_the_exact_line_statistics_are_cached_and_common_terms_read_from_pg_stats(postgres_index, monkeypatch):
     exact = {query: postgres_index.search(query, scopes=["agent:main"], k=5) for query in QUERIES}
     postgres_index.optimize()  # ANALYZE: pg_stats lists the column's most common lexemes
