@@ -105,6 +105,7 @@ from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: 
 from searchindex.embeddings import get_embedder  # noqa: E402
 from searchindex.fusion import RetrievalSettings  # noqa: E402
 from searchindex.lexical import LexicalIndex  # noqa: E402
+from searchindex.lexical_postgres import LAYOUT as LEXICAL_LAYOUT  # noqa: E402
 from searchindex.lexical_postgres import PostgresLexicalIndex  # noqa: E402
 from searchindex.search import search  # noqa: E402
 from searchindex.tasks import enqueue_sync  # noqa: E402
@@ -220,8 +221,9 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
     times["rows + whoosh + embedded chromadb + FTS5 floor"] = None if was_built else time.perf_counter() - started
 
     marker = data_dir / "postgres.fingerprint"
+    entries_fingerprint = f"{fingerprint}.l{LEXICAL_LAYOUT}"  # refilled when the entries' layout changes
     index = PostgresLexicalIndex()
-    if not (marker.exists() and marker.read_text() == fingerprint and index.count() == len(corpus)):
+    if not (marker.exists() and marker.read_text() == entries_fingerprint and index.count() == len(corpus)):
         print(f"filling the PostgreSQL lexical index with {len(corpus)} entries …", file=sys.stderr)
         marker.unlink(missing_ok=True)
         started = time.perf_counter()
@@ -240,7 +242,7 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
             cursor.execute(f"VACUUM ANALYZE {LexicalEntry._meta.db_table}")
             cursor.execute(f"VACUUM ANALYZE {Memory._meta.db_table}")
         times["PostgreSQL VACUUM ANALYZE"] = time.perf_counter() - started
-        marker.write_text(fingerprint)
+        marker.write_text(entries_fingerprint)
     else:
         times["PostgreSQL lexical upserts"] = None
     index.close()

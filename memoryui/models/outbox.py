@@ -73,13 +73,14 @@ class PendingVector(models.Model):
 class LexicalEntry(models.Model):
     """One active memory's BM25 entry when the lexical index lives in PostgreSQL (MEMORYUI_LEXICAL=postgres).
 
-    Derived data, like the whoosh files it replaces: `searchindex.lexical_postgres` writes it in
-    the memory's own transaction and searches it. `tokens`, the GIN-indexed tsvector, holds the
-    memory's distinct tokens exactly as `searchindex.tokens.tokenize` emits them (never re-parsed by
-    a text-search configuration) and selects candidates; `lexemes` lists the same tokens with, at
-    the same positions, their frequency in the text and the score of their matches in the entity
-    key and tags, which rank the candidates without unpacking the tsvector. The GIN index exists on
-    PostgreSQL only: on SQLite the table is created and stays empty.
+    Derived data, like the whoosh files it replaces: `searchindex.lexical_postgres` writes it in the
+    memory's own transaction and searches it. `tokens`, the GIN-indexed tsvector, holds the memory's
+    distinct tokens exactly as `searchindex.tokens.tokenize` emits them (never re-parsed by a
+    text-search configuration) and one lexeme naming its scope, and selects candidates; `lexemes`
+    lists the same tokens with, at the same positions, their frequency in the text and the score of
+    their matches in the entity key and tags, which rank the candidates without unpacking the
+    tsvector. The GIN index exists on PostgreSQL only: on SQLite the table is created and stays
+    empty.
     """
 
     memory_id = models.UUIDField(primary_key=True)

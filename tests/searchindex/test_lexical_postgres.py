@@ -6,6 +6,7 @@ PostgreSQL pass of the suite (where it is also the configured BM25 index of ever
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import uuid
@@ -19,7 +20,7 @@ from searchindex import indexes as search_indexes
 from searchindex.documents import IndexedMemory
 from searchindex.lexical import BM25_K1 as K1
 from searchindex.lexical import LexicalIndex
-from searchindex.lexical_postgres import PostgresLexicalIndex, entry_of, quoted
+from searchindex.lexical_postgres import PostgresLexicalIndex, entry_of, quoted, scope_lexeme, selecting_query
 from tests.postgres import needs_postgres
 from tests.searchindex.test_lexical_index import STORE
 
@@ -116,6 +117,55 @@ def test_scopes_are_filtered_in_sql_and_nothing_matches_nothing(postgres_index):
     assert len(postgres_index.search("18600000000", scopes=None)) == 2
     assert postgres_index.search("quantum entanglement", scopes=["agent:main"]) == []
     assert postgres_index.search("18600000000", scopes=[]) == []
+
+
+def test_the_selecting_query_asks_for_a_term_and_one_of_the_scopes():
+    assert selecting_query(["bob", "it's"], None) == "('bob' | 'it''s')"
+    assert selecting_query(["bob"], ["agent:main", "user:42", "agent:main"]) == (
+        "('bob') & (' scope:agent:main' | ' scope:user:42')"
+    )
+    # The analyser splits on whitespace: no query token can be a scope's lexeme.
+    assert scope_lexeme("agent:main") not in lexical_postgres.tokenize("scope:agent:main  scope agent:main")
+
+
+@needs_postgres
+def test_the_scope_is_matched_in_the_gin_index_and_follows_a_memory_that_moves(postgres_index):
+    moving = IndexedMemory(
+        id=key("moving"), scope="agent:other", kind="fact", tier="core", pinned=False,
+        text="The staging database password rotates every Monday.", content_hash="m",
+    )  # fmt: skip
+    postgres_index.upsert([moving])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"EXPLAIN SELECT 1 FROM {lexical_postgres.TABLE} WHERE tokens @@ %s::tsquery",
+            [selecting_query(["rotates"], ["agent:other"])],
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "lexical_scope" not in plan  # the B-tree on the scope column plays no part
+    assert [hit.id for hit in postgres_index.search("rotates", scopes=["agent:other"])] == [key("moving")]
+    postgres_index.upsert([IndexedMemory(**{**moving.__dict__, "scope": "agent:main"})])
+    assert postgres_index.search("rotates", scopes=["agent:other"]) == []
+    assert [hit.id for hit in postgres_index.search("rotates", scopes=["agent:main"])] == [key("moving")]
+    assert postgres_index.search("scope:agent:main", scopes=None) == []
+
+
+@needs_postgres
+def test_entries_of_the_first_layout_are_brought_up_by_the_migration(db, settings, make_memory):
+    settings.MEMORYUI_LEXICAL = "postgres"
+    search_indexes.close_indexes()
+    memory = make_memory("Deploys go out on Fridays.", kind="fact")
+    index = search_indexes.get_index("bm25")
+    migration = importlib.import_module("memoryui.migrations.0013_lexical_entry_scope_lexeme")
+    with connection.schema_editor() as editor:
+        migration.remove_scope_lexemes(None, editor)  # back to layout 1: no scope lexeme
+    assert index.search("fridays", scopes=["agent:main"]) == []
+    assert health.verify(indexes=("bm25",))[0].stale == [str(memory.pk)]
+    with connection.schema_editor() as editor:
+        migration.add_scope_lexemes(None, editor)
+        migration.add_scope_lexemes(None, editor)  # twice changes nothing the second time
+    assert [hit.id for hit in index.search("fridays", scopes=["agent:main"])] == [str(memory.pk)]
+    assert health.verify(indexes=("bm25",))[0].ok
+    search_indexes.close_indexes()
 
 
 @needs_postgres
