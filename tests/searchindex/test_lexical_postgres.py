@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from memoryui.models import LexicalEntry
 from searchindex import health, lexical_postgres
@@ -242,3 +244,36 @@ def test_above_the_exact_line_statistics_are_cached_and_common_terms_read_from_p
     # Cached: a memory written now does not move the statistics until they are read again.
     postgres_index.upsert([as_uuid(IndexedMemory(**{**STORE[0].__dict__, "id": "again"}))])
     assert postgres_index._statistics.collection(connection.cursor())[0] == len(STORE)
+
+
+@needs_postgres
+@pytest.mark.django_db(transaction=True)
+def test_above_the_exact_line_n_is_the_live_row_count_and_the_average_length_a_sample(settings, monkeypatch):
+    settings.MEMORYUI_LEXICAL = "postgres"
+    search_indexes.close_indexes()
+    index = search_indexes.get_index("bm25")
+    index.upsert([as_uuid(item) for item in STORE])  # committed: PostgreSQL's statistics count it
+    exact = {query: index.search(query, scopes=["agent:main"], k=5) for query in QUERIES}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*), avg(text_length) FROM {lexical_postgres.TABLE}")
+        total, average = cursor.fetchone()
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        live, deadline = None, time.monotonic() + 30
+        while live != total and time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute("SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = %s", [lexical_postgres.TABLE])
+            live = cursor.fetchone()[0]
+            time.sleep(0.1)
+        assert live == total
+        monkeypatch.setattr(lexical_postgres, "STATS_EXACT_BELOW", 1)
+        monkeypatch.setattr(lexical_postgres, "STATS_SAMPLE", 10 * total)  # the sample is every page
+    index._statistics.clear()
+    with CaptureQueriesContext(connection) as statements, connection.cursor() as cursor:
+        assert index._statistics.collection(cursor) == (total, pytest.approx(float(average)))
+    assert "TABLESAMPLE" in statements[-1]["sql"]
+    assert not any("count(*)" in statement["sql"] for statement in statements)  # nothing counted
+    for query, hits in exact.items():
+        assert [(h.id, round(h.score, 6)) for h in index.search(query, scopes=["agent:main"], k=5)] == [
+            (h.id, round(h.score, 6)) for h in hits
+        ], query
+    search_indexes.close_indexes()
