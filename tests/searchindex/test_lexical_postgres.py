@@ -68,6 +68,12 @@ def as_uuid(item: IndexedMemory) -> IndexedMemory:
     return IndexedMemory(**{**item.__dict__, "id": key(item.id)})
 
 
+def memory_in(scope: str, name: str, text: str) -> IndexedMemory:
+    return IndexedMemory(
+        id=key(name), scope=scope, kind="fact", tier="core", pinned=False, text=text, content_hash=name
+    )
+
+
 @pytest.fixture
 def postgres_index(db, settings):
     settings.MEMORYUI_LEXICAL = "postgres"
@@ -109,11 +115,7 @@ def test_postgres_ranks_as_whoosh_does_on_the_same_entries(postgres_index, tmp_p
 
 @needs_postgres
 def test_scopes_are_filtered_in_sql_and_nothing_matches_nothing(postgres_index):
-    other = IndexedMemory(
-        id=key("other"), scope="agent:other", kind="fact", tier="core", pinned=False,
-        text="The user's phone number is 18600000000.", content_hash="o",
-    )  # fmt: skip
-    postgres_index.upsert([other])
+    postgres_index.upsert([memory_in("agent:other", "other", "The user's phone number is 18600000000.")])
     assert [hit.id for hit in postgres_index.search("18600000000", scopes=["agent:other"])] == [key("other")]
     assert key("other") not in [hit.id for hit in postgres_index.search("18600000000", scopes=["agent:main"])]
     assert len(postgres_index.search("18600000000", scopes=None)) == 2
@@ -132,10 +134,7 @@ def test_the_selecting_query_asks_for_a_term_and_one_of_the_scopes():
 
 @needs_postgres
 def test_the_scope_is_matched_in_the_gin_index_and_follows_a_memory_that_moves(postgres_index):
-    moving = IndexedMemory(
-        id=key("moving"), scope="agent:other", kind="fact", tier="core", pinned=False,
-        text="The staging database password rotates every Monday.", content_hash="m",
-    )  # fmt: skip
+    moving = memory_in("agent:other", "moving", "The staging database password rotates every Monday.")
     postgres_index.upsert([moving])
     with connection.cursor() as cursor:
         cursor.execute(
