@@ -432,6 +432,9 @@ if MEMORYUI_INDEX_SWEEP_SECONDS > 0:
         "task": "searchindex.tasks.sync_pending",
         "schedule": MEMORYUI_INDEX_SWEEP_SECONDS,
     }
+# A background import's embedding that has not advanced for MEMORYUI_EMBED_STALL_SECONDS (a batch
+# message lost with a broker that forgot it) gets its remaining batches sent again by that sweep.
+MEMORYUI_EMBED_STALL_SECONDS = env_float("MEMORYUI_EMBED_STALL_SECONDS", 900.0) or 0.0
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 

@@ -85,7 +85,41 @@ def sync_pending() -> dict:
     memory_ids = [str(pk) for pk in rows.values_list("memory_id", flat=True)[:SWEEP_LIMIT]]
     for start in range(0, len(memory_ids), SYNC_BATCH):
         outbox.sync_memories(memory_ids[start : start + SYNC_BATCH])
-    return {"synced": len(memory_ids)}
+    return {"synced": len(memory_ids), "batches_resent": resend_stalled_embeddings()}
+
+
+def resend_stalled_embeddings() -> int:
+    """Send again the batches of every background import's embedding that has not advanced for
+    MEMORYUI_EMBED_STALL_SECONDS, and finish one with nothing left to embed; returns the batches sent.
+
+    A batch whose message the broker lost (a Redis without persistence that restarted) would
+    otherwise hold its rows, and the run, for ever; `reindex` embeds the rows but cannot tell the
+    run. Sending a batch twice is harmless: the later one finds its rows gone. A run that is only
+    slow (its batches queued behind other bulk work) is sent again once per stall period at most.
+    """
+    if not settings.MEMORYUI_EMBED_STALL_SECONDS:
+        return 0
+    stalled_before = timezone.now() - timedelta(seconds=settings.MEMORYUI_EMBED_STALL_SECONDS)
+    sent = 0
+    stalled = TaskRun.objects.filter(
+        kind=EMBED_RUN_KIND, status=TaskRun.Status.RUNNING, progressed_at__lte=stalled_before
+    ).values_list("pk", flat=True)
+    for run_id in stalled:
+        with transaction.atomic():
+            run = TaskRun.objects.select_for_update().filter(pk=run_id, status=TaskRun.Status.RUNNING).first()
+            if run is None or run.progressed_at is None or run.progressed_at > stalled_before:
+                continue  # it ended or advanced meanwhile
+            held = [str(pk) for pk in IndexOutbox.objects.filter(run=run).values_list("memory_id", flat=True)]
+            if not held:  # `reindex` embedded what was left: the run is done
+                run.finish({"embedded": run.counts.get("embedded", 0), "batches": run.counts.get("batches", 0)})
+                continue
+            batches = [held[start : start + EMBED_BATCH] for start in range(0, len(held), EMBED_BATCH)]
+            counts = {**run.counts, "batches_resent": run.counts.get("batches_resent", 0) + len(batches)}
+            run.advance(run.progress_done, counts)  # the clock restarts: sent again once per period
+            logger.warning("embedding run %s stalled: %d batch(es) sent again", run.pk, len(batches))
+            transaction.on_commit(lambda run=run, batches=batches: _send_batches(run, batches), robust=True)
+            sent += len(batches)
+    return sent
 
 
 @shared_task(name="recall.tasks.repair_indexes")

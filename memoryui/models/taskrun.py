@@ -34,6 +34,8 @@ class TaskRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When it started or last advanced: how the index sweep tells a stalled embedding from a slow one.
+    progressed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -58,13 +60,15 @@ class TaskRun(models.Model):
 
     def start(self, total: int) -> None:
         self.status, self.started_at, self.progress_total = self.Status.RUNNING, timezone.now(), total
+        self.progressed_at = self.started_at
         self.attempts += 1
         self.error = ""
-        self.save(update_fields=["status", "started_at", "progress_total", "attempts", "error"])
+        self.save(update_fields=["status", "started_at", "progressed_at", "progress_total", "attempts", "error"])
 
     def advance(self, done: int, counts: dict) -> None:
-        TaskRun.objects.filter(pk=self.pk).update(progress_done=done, counts=counts)
-        self.progress_done, self.counts = done, counts
+        now = timezone.now()
+        TaskRun.objects.filter(pk=self.pk).update(progress_done=done, counts=counts, progressed_at=now)
+        self.progress_done, self.counts, self.progressed_at = done, counts, now
 
     def finish(self, result: dict) -> None:
         self.status, self.finished_at, self.result = self.Status.SUCCEEDED, timezone.now(), result

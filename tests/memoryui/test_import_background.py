@@ -6,12 +6,14 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from celery.exceptions import Retry
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from memoryui.models import IndexOutbox, Memory, TaskRun, queue_index_sync
 from searchindex import indexes as search_indexes
@@ -164,7 +166,7 @@ def test_a_batch_that_fails_for_good_is_recorded_and_its_memories_are_left_to_th
     assert IndexOutbox.objects.filter(run__isnull=True).count() == 4
     monkeypatch.setattr(vector, "upsert", upsert)
     settings.MEMORYUI_INDEX_SWEEP_SECONDS = 0.0001
-    assert tasks.sync_pending() == {"synced": 4}
+    assert tasks.sync_pending() == {"synced": 4, "batches_resent": 0}
     assert len(vector.entries()) == 4 and not IndexOutbox.objects.exists()
 
 
@@ -174,9 +176,49 @@ def test_the_sweep_and_other_syncs_leave_a_running_import_its_rows(
     with django_capture_on_commit_callbacks(execute=False):
         report = import_in_background(tmp_path, 5)
     settings.MEMORYUI_INDEX_SWEEP_SECONDS = 0.0001
-    assert tasks.sync_pending() == {"synced": 0}
+    assert tasks.sync_pending() == {"synced": 0, "batches_resent": 0}
     assert tasks.sync_index([]) == {"indexed": 0, "removed": 0, "already": 0}
     assert IndexOutbox.objects.filter(run_id=report["task"]).count() == 5
+
+
+def stall(run_id: str, seconds: float) -> None:
+    TaskRun.objects.filter(pk=run_id).update(progressed_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def test_batches_whose_messages_were_lost_are_sent_again_once_the_run_has_stalled(
+    indexes, tmp_path, monkeypatch, settings, django_capture_on_commit_callbacks
+):
+    monkeypatch.setattr(tasks, "EMBED_BATCH", 4)
+    with django_capture_on_commit_callbacks(execute=False):  # the broker lost every batch
+        report = import_in_background(tmp_path, 10)
+    settings.MEMORYUI_INDEX_SWEEP_SECONDS, settings.MEMORYUI_EMBED_STALL_SECONDS = 0.0001, 600
+    stall(report["task"], 60)  # slow, not stalled: left alone
+    assert tasks.sync_pending() == {"synced": 0, "batches_resent": 0}
+    stall(report["task"], 601)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.sync_pending() == {"synced": 0, "batches_resent": 3}
+    run = TaskRun.objects.get(pk=report["task"])
+    assert run.status == TaskRun.Status.SUCCEEDED, run.error
+    assert run.counts == {"batches": 3, "batches_done": 3, "embedded": 10, "batches_resent": 3}
+    assert len(get_index("vector").entries()) == 10 and not IndexOutbox.objects.exists()
+    settings.MEMORYUI_EMBED_STALL_SECONDS = 0  # off: a stalled run waits for `reindex`
+    stall(report["task"], 10**6)
+    assert tasks.sync_pending() == {"synced": 0, "batches_resent": 0}
+
+
+def test_a_stalled_run_whose_rows_reindex_embedded_is_finished_by_the_sweep(
+    indexes, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        report = import_in_background(tmp_path, 5)
+    call_command("reindex", stdout=io.StringIO())  # embeds the held rows, knows nothing of the run
+    assert not IndexOutbox.objects.exists()
+    assert TaskRun.objects.get(pk=report["task"]).status == TaskRun.Status.RUNNING
+    settings.MEMORYUI_INDEX_SWEEP_SECONDS, settings.MEMORYUI_EMBED_STALL_SECONDS = 0.0001, 600
+    stall(report["task"], 601)
+    assert tasks.sync_pending() == {"synced": 0, "batches_resent": 0}
+    run = TaskRun.objects.get(pk=report["task"])
+    assert run.status == TaskRun.Status.SUCCEEDED and run.progress_done == run.progress_total == 5
 
 
 def test_a_dry_run_in_the_background_starts_no_task(indexes, tmp_path):
