@@ -324,6 +324,8 @@ class StatementClock:
 
     KINDS = (
         ("coalesce(avg(text_length)", "statistics"),
+        ("FROM pg_stat_user_tables", "statistics"),
+        ("TABLESAMPLE", "statistics"),
         ("unnest(%s::text[]) AS q", "frequencies"),
         ("FROM pg_stats", "frequencies"),
     )
