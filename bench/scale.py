@@ -19,8 +19,9 @@ big scope `agent:main` and the small `agent:test-w`, interleaved query by query 
 order alternating from one query to the next):
 
 - lexical top 50: whoosh `LexicalIndex.search`, `PostgresLexicalIndex.search`, FTS5 bm25();
-- vector top 50: embedded chromadb, chromadb server, numpy brute force (with recall@50 of both
-  chromadb indexes against the exact answer);
+- vector top 50: embedded chromadb, chromadb server, numpy brute force (with recall@50 and
+  recall@10 of both chromadb indexes against the exact answer, and how far below the exact 50th
+  hit's cosine their 50th falls: among near-ties a missed neighbour costs little);
 - end-to-end `searchindex.search.search()` with MEMORYUI_LEXICAL=postgres and CHROMA_URL the
   server, minus its own measured query-embedding time (`timings_ms["query_embedding"]`, which
   also holds the anchor similarities: a few dot products), as bench/retrieval_latency.py does:
@@ -413,9 +414,18 @@ def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerp
                                     slowest[label] = (elapsed, query, clock.last_search)
                 if record:
                     exact = {hit.id for hit in hits["numpy"]}
+                    exact_10 = {hit.id for hit in hits["numpy"][:10]}
                     for name in ("embedded", "server"):
                         found = {hit.id for hit in hits[name]}
                         recalls[f"{name}:{label}"].append(len(found & exact) / len(exact) if exact else 1.0)
+                        found_10 = {hit.id for hit in hits[name][:10]}
+                        recalls[f"{name}@10:{label}"].append(
+                            len(found_10 & exact_10) / len(exact_10) if exact_10 else 1.0
+                        )
+                        # How much worse the last hit is than the exact last one: near-ties make a
+                        # missed exact neighbour cost little, a low recall with a big gap costs a lot.
+                        if hits[name] and len(hits[name]) == len(hits["numpy"]):
+                            recalls[f"{name}~gap:{label}"].append(hits["numpy"][-1].score - hits[name][-1].score)
                     pg = {hit.id for hit in hits["postgres"]}
                     for name in ("whoosh", "fts5"):
                         other = {hit.id for hit in hits[name]}
@@ -563,12 +573,15 @@ def print_size(result: dict) -> None:
     )
     r = result["recalls"]
     print(
-        "\n| scope | recall@50 embedded | recall@50 server | top-50 overlap PostgreSQL~whoosh | "
-        "top-50 overlap PostgreSQL~FTS5 |\n|---|---:|---:|---:|---:|"
+        f"\n| scope | recall@{K} embedded | recall@{K} server | recall@10 embedded | recall@10 server | "
+        f"cosine of the exact {K}th hit minus embedded's | … minus the server's | "
+        f"top-{K} overlap PostgreSQL~whoosh | top-{K} overlap PostgreSQL~FTS5 |\n|---|" + "---:|" * 8
     )
     for label, scope in SCOPES:
         print(
             f"| {scope} | {r[f'embedded:{label}']:.3f} | {r[f'server:{label}']:.3f} | "
+            f"{r.get(f'embedded@10:{label}', float('nan')):.3f} | {r.get(f'server@10:{label}', float('nan')):.3f} | "
+            f"{r.get(f'embedded~gap:{label}', float('nan')):.4f} | {r.get(f'server~gap:{label}', float('nan')):.4f} | "
             f"{r[f'postgres~whoosh:{label}']:.3f} | {r[f'postgres~fts5:{label}']:.3f} |"
         )
     print("\nWhere a PostgreSQL lexical search spends its time (mean ms per search):\n")
