@@ -170,12 +170,16 @@ class _Statistics:
             cached = self._collection
         if cached and cached[1] >= STATS_EXACT_BELOW and now - cached[0] < STATS_SECONDS:
             return cached[1], cached[2]
-        cursor.execute(
-            "SELECT n_live_tup FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = %s",
-            [TABLE],
-        )
-        row = cursor.fetchone()
-        estimated = int(row[0]) if row else 0
+        estimated = 0
+        # A small index is counted with every search: its last count, not a statistics lookup
+        # more per search, says when it has grown past the line.
+        if cached is None or cached[1] >= STATS_EXACT_BELOW:
+            cursor.execute(
+                "SELECT n_live_tup FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = %s",
+                [TABLE],
+            )
+            row = cursor.fetchone()
+            estimated = int(row[0]) if row else 0
         if estimated < STATS_EXACT_BELOW:
             cursor.execute(f"SELECT count(*), coalesce(avg(text_length), 0) FROM {TABLE}")
             total, average = cursor.fetchone()

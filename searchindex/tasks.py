@@ -111,9 +111,9 @@ def resend_stalled_embeddings() -> int:
                 continue  # it ended or advanced meanwhile
             held = [str(pk) for pk in IndexOutbox.objects.filter(run=run).values_list("memory_id", flat=True)]
             if not held:  # `reindex` embedded what was left: the run is done
-                run.finish({"embedded": run.counts.get("embedded", 0), "batches": run.counts.get("batches", 0)})
+                _advance(str(run.pk), [])
                 continue
-            batches = [held[start : start + EMBED_BATCH] for start in range(0, len(held), EMBED_BATCH)]
+            batches = _in_batches(held)
             counts = {**run.counts, "batches_resent": run.counts.get("batches_resent", 0) + len(batches)}
             run.advance(run.progress_done, counts)  # the clock restarts: sent again once per period
             logger.warning("embedding run %s stalled: %d batch(es) sent again", run.pk, len(batches))
@@ -179,7 +179,7 @@ def index_in_background(memory_ids: list[str], *, actor: str) -> TaskRun:
         pending = {str(pk) for pk in rows.values_list("memory_id", flat=True)}
         rows.update(run=run)
         held += [pk for pk in chunk if pk in pending]
-    batches = [held[start : start + EMBED_BATCH] for start in range(0, len(held), EMBED_BATCH)]
+    batches = _in_batches(held)
     run.params.update(batches=len(batches), bm25_searchable=not bm25_error)
     if bm25_error:
         run.params["bm25_error"] = bm25_error[:500]
@@ -191,6 +191,11 @@ def index_in_background(memory_ids: list[str], *, actor: str) -> TaskRun:
         return run
     transaction.on_commit(lambda: _send_batches(run, batches), robust=True)
     return run
+
+
+def _in_batches(memory_ids: list[str]) -> list[list[str]]:
+    """The ids in embed_batch tasks' batches of EMBED_BATCH."""
+    return [memory_ids[start : start + EMBED_BATCH] for start in range(0, len(memory_ids), EMBED_BATCH)]
 
 
 def _send_batches(run: TaskRun, batches: list[list[str]]) -> None:
