@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from recall import block
+
 RECALLED, FILTERED, NOT_SELECTED, BELOW_FLOOR = "selected", "filtered", "not_selected", "below_floor"
 # The order of the groups on the page: what was recalled, then the nearest misses first.
 STAGES = (RECALLED, FILTERED, NOT_SELECTED, BELOW_FLOOR)
@@ -37,6 +39,14 @@ PAST_LIMIT, PAST_CANDIDATES, MISSING_WORD, NOT_PICKED, OTHER = (
     "not picked by the selector",
     "other",
 )
+# The heuristic's block left it out (recall.block), by the placement's code.
+BLOCK_CAUSES = {
+    block.BELOW_CUT: "too far below the best",
+    block.WEAK: "a weak match",
+    block.GAP: "after a drop in scores",
+    block.SAME_AS: "says the same as another",
+    block.PAST_LIMIT: PAST_LIMIT,
+}
 
 
 @dataclass
@@ -219,6 +229,12 @@ def below_floor_why(candidate: dict, run: dict) -> str:
 
 def not_selected_why(candidate: dict, reasons: list[str]) -> tuple[str, str]:
     """(cause, sentence) for a candidate that cleared the floor but was not recalled."""
+    placement = candidate.get("block")
+    if isinstance(placement, dict) and placement.get("code") in BLOCK_CAUSES and not _picked_elsewhere(reasons):
+        code, params = placement["code"], placement.get("params") or {}
+        said = block.words(code, float(placement.get("share") or 0.0), params)
+        rank = _ordinal(int(placement.get("position") or 0))
+        return BLOCK_CAUSES[code], f"Ranked {rank} by the heuristic and left out of the block: {said}."
     for reason in reasons:
         if match := _PAST_LIMIT_RE.match(reason):
             rank, limit = int(match["rank"]), int(match["limit"])
@@ -235,6 +251,11 @@ def not_selected_why(candidate: dict, reasons: list[str]) -> tuple[str, str]:
         if reason == "not picked by the selector":
             return NOT_PICKED, "The selector did not pick it."
     return OTHER, ("; ".join(reasons) or "Not selected") + "."
+
+
+def _picked_elsewhere(reasons: list[str]) -> bool:
+    """The final decision was not the heuristic's (the selector answered): its reasons say why."""
+    return any(reason == "not picked by the selector" or _SELECTOR_PICK_RE.match(reason) for reason in reasons)
 
 
 def _heuristic_disagrees(candidate: dict, run: dict) -> str:

@@ -130,6 +130,16 @@ KNOBS: dict[str, tuple[str, str]] = {
     "weight_substring": ("Whole-query weight", "the whole query occurs in the text"),
     "weight_tags": ("Tag weight", "a query term is one of the memory's tags"),
     "weight_text": ("Text coverage weight", "× the share of the query's terms in the text"),
+    "block_cut": ("Cut", "a memory after the first is handed over at this share of the best score or more"),
+    "block_weak_cut": ("Weak match cut", "a weak match after the first needs this share of the best score"),
+    "block_gap": (
+        "Gap that ends the block",
+        "a drop of this share of the best score from one memory to the next ends it (1: off)",
+    ),
+    "block_redundancy": (
+        "Says the same",
+        "a memory this similar (cosine of the stored vectors) to one already handed over is left out (above 1: off)",
+    ),
     "schema_markers": ("Schema-ish markers", "one per line (blank: the built-in list)"),
     "durable_markers": ("Durable markers", "one per line (blank: the built-in list)"),
 }
@@ -145,6 +155,8 @@ KNOB_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("What recall returns", "", ("limit", "candidates", "selector", "selector_timeout_ms")),
     ("Heuristic weights", "how the heuristic scores the candidates that cleared the floor",
      ("weight_retrieval", "weight_exact", "weight_substring", "weight_tags", "weight_text")),
+    ("Block size", "the limit is a ceiling: after the best match, only what the evidence supports is handed over",
+     ("block_cut", "block_weak_cut", "block_gap", "block_redundancy")),
     ("Active-tool filter", "a memory naming a tool in use is dropped: a schema-ish marker and no durable one",
      ("schema_markers", "durable_markers")),
 )  # fmt: skip

@@ -103,6 +103,11 @@ class Scored:
     score: float
     signals: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # required words it does not hold
+    # The retrieval and text-coverage parts of the score, without the key, whole-query and tag
+    # bonuses: what the block's size compares (recall.block). The bonuses order the candidates, but
+    # the same fact stated in another language or without the query's exact words must not fall
+    # below the cut because the best one also matched the query verbatim.
+    evidence: float = 0.0
 
 
 def missing_required(fields: Fields, required: Iterable[str]) -> list[str]:
@@ -136,7 +141,7 @@ def score(
     `fused_share` is its fused score over the best candidate's (0..1); `coverage` is the share
     of the query's terms, weighted by rarity, its text holds (BM25's, None when BM25 missed it).
     """
-    result = Scored(id=candidate_id, score=weights.retrieval * fused_share)
+    result = Scored(id=candidate_id, score=weights.retrieval * fused_share, evidence=weights.retrieval * fused_share)
     if weights.retrieval:
         result.signals.append(f"retrieval {fused_share:.2f}")
     whole, terms = query.whole, query.terms
@@ -163,6 +168,7 @@ def score(
         result.signals.append(f"tag '{tag}'")
     if coverage:
         result.score += weights.text * coverage
+        result.evidence += weights.text * coverage
         result.signals.append(f"text covers {coverage:.0%} of the query")
     result.missing = missing_required(fields, required)
     return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from recall import heuristic
+from recall.block import BlockKnobs
 from searchindex.fusion import RETIRED_KNOBS, RetrievalSettings, SettingsError
 
 _RECALL_KNOBS = {
@@ -20,6 +21,12 @@ _RECALL_KNOBS = {
     "weight_substring": (float, 0.0, 10.0),
     "weight_tags": (float, 0.0, 10.0),
     "weight_text": (float, 0.0, 10.0),
+    # The block's size (recall.block): shares of the best score and a cosine similarity; above 1 a
+    # cut lets nothing past the first memory, and a redundancy above 1 drops nothing as redundant.
+    "block_cut": (float, 0.0, 1.01),
+    "block_weak_cut": (float, 0.0, 1.01),
+    "block_gap": (float, 0.01, 1.0),
+    "block_redundancy": (float, 0.5, 1.01),
 }
 
 
@@ -39,6 +46,10 @@ class RecallSettings:
     weight_substring: float = 0.6
     weight_tags: float = 0.3
     weight_text: float = 0.2
+    block_cut: float = BlockKnobs.cut
+    block_weak_cut: float = BlockKnobs.weak_cut
+    block_gap: float = BlockKnobs.gap
+    block_redundancy: float = BlockKnobs.redundancy
     schema_markers: tuple[str, ...] | None = None  # None: recall.toolfilter's defaults
     durable_markers: tuple[str, ...] | None = None
 
@@ -50,6 +61,12 @@ class RecallSettings:
             substring=self.weight_substring,
             tags=self.weight_tags,
             text=self.weight_text,
+        )
+
+    @property
+    def block(self) -> BlockKnobs:
+        return BlockKnobs(
+            cut=self.block_cut, weak_cut=self.block_weak_cut, gap=self.block_gap, redundancy=self.block_redundancy
         )
 
     def to_dict(self) -> dict:

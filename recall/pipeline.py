@@ -26,12 +26,14 @@ from django.utils import timezone
 
 from memoryui.models import Memory
 from memoryui.reports import Report
-from recall import heuristic, selector, toolfilter
+from recall import block, heuristic, selector, toolfilter
 from recall.knobs import RecallSettings
 from searchindex.answerability import Answer
 from searchindex.defaults import active_defaults
+from searchindex.documents import IndexUnavailable
 from searchindex.embeddings import EmbedderUnavailable, get_embedder
 from searchindex.fusion import LIMIT_MAX, Candidate, clamp_limit
+from searchindex.indexes import get_index
 from searchindex.search import NEAR_MISSES, Found, SearchError, clean_query, search
 from searchindex.tokens import tokenize
 
@@ -58,6 +60,7 @@ class RecallCandidate:
     selector: Decision | None = None
     score: float = 0.0  # the heuristic's
     signals: list[str] = field(default_factory=list)
+    placement: block.Placement | None = None  # in the heuristic's block or not, and why
 
     @property
     def id(self) -> str:
@@ -75,6 +78,7 @@ class RecallCandidate:
             selector=self.selector.to_dict() if self.selector else None,
             decision=self.final.decision,
             reasons=list(self.final.reasons),
+            block=self.placement.to_dict() if self.placement else None,
         )
         return data
 
@@ -113,6 +117,7 @@ class RecallResult:
                 "fused_score": round(c.found.candidate.score, 6),
                 "vector_rank": c.found.candidate.vector_rank,
                 "bm25_rank": c.found.candidate.bm25_rank,
+                "block": c.placement.to_dict() if c.placement else None,
             }
             for c in kept
         ]
@@ -161,7 +166,7 @@ class RecallResult:
         }
 
 
-COMPACT_FIELDS = ("id", "decision", "reasons", "score", "fused_score", "vector_rank", "bm25_rank")
+COMPACT_FIELDS = ("id", "decision", "reasons", "score", "fused_score", "vector_rank", "bm25_rank", "block")
 
 
 def age(when: datetime | None, now: datetime) -> str:
@@ -269,46 +274,28 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
         by_id[rc.id] = rc
     result.candidates = list(by_id.values())
 
-    best = max((f.candidate.score for f in considered), default=0.0)
-    query = heuristic.QueryForms.of(parsed.text)
-    filtered: dict[str, str] = {}
-    ranked: list[heuristic.Scored] = []
-    for f in considered:
-        fields_ = heuristic.Fields.of(f.memory)
-        share = f.candidate.score / best if best > 0 else 0.0
-        rc = by_id[str(f.memory.pk)]
-        scored = heuristic.score(
-            rc.id, share, f.candidate.bm25_coverage, fields_, query, settings.weights, parsed.required
-        )
-        rc.score, rc.signals = scored.score, scored.signals
-        decision = toolfilter.active_tool_decision(
-            " ".join([fields_.text, fields_.entity_key or "", *fields_.tags]),
-            result.tools,
-            tool_names=fields_.tool_names,
-            schema_markers=settings.schema_markers,
-            durable_markers=settings.durable_markers,
-        )
-        if decision.suppressed:
-            filtered[rc.id] = decision.reason
-        elif decision.reason:
-            rc.signals.append(decision.reason)
-        ranked.append(scored)
-    ranked.sort(key=lambda scored: -scored.score)  # stable: ties keep the fused order
-    place = 0
-    heuristic_picks: list[str] = []
-    for scored in ranked:
+    ranking = heuristic_ranking(considered, parsed, settings, result.tools)
+    eligible: list[heuristic.Scored] = []
+    for ranked in ranking:
+        scored = ranked.scored
         rc = by_id[scored.id]
+        rc.score, rc.signals = scored.score, scored.signals
         if scored.missing:
             rc.heuristic = Decision("not_selected", [f"missing required '{word}'" for word in scored.missing])
-        elif scored.id in filtered:
-            rc.heuristic = Decision("filtered", [filtered[scored.id]])
+        elif ranked.filtered:
+            rc.heuristic = Decision("filtered", [ranked.filtered])
         else:
-            place += 1
-            if place <= result.limit:
-                heuristic_picks.append(scored.id)
-                rc.heuristic = Decision("selected", [f"heuristic rank {place}", *rc.signals])
-            else:
-                rc.heuristic = Decision("not_selected", [f"heuristic rank {place}, past the limit of {result.limit}"])
+            eligible.append(scored)
+    filtered = {ranked.scored.id: ranked.filtered for ranked in ranking if ranked.filtered}
+    heuristic_picks: list[str] = []
+    for place, placement in enumerate(_size_block(result, eligible, by_id), 1):
+        rc = by_id[placement.id]
+        rc.placement = placement
+        if placement.kept:
+            heuristic_picks.append(placement.id)
+            rc.heuristic = Decision("selected", [f"heuristic rank {place}", placement.reason, *rc.signals])
+        else:
+            rc.heuristic = Decision("not_selected", [f"heuristic rank {place}: {placement.reason}"])
     result.timings_ms["heuristic"] = (time.perf_counter() - heuristic_started) * 1000
 
     selector_picks = _selector_picks(result, pending, considered, by_id, filtered) if pending else None
@@ -321,6 +308,71 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
         for rc in result.candidates:
             rc.final = rc.selector if rc.selector is not None else rc.heuristic
         result.selected = [by_id[pk] for pk in selector_picks]
+
+
+@dataclass
+class Ranked:
+    """One candidate as the heuristic ranked it: its score and signals, and the active-tool filter's word."""
+
+    scored: heuristic.Scored
+    filtered: str = ""  # why the active-tool filter keeps it out, when it does
+
+
+def heuristic_ranking(
+    considered: list[Found], parsed: heuristic.ParsedQuery, settings: RecallSettings, tools: list[str]
+) -> list[Ranked]:
+    """The heuristic's scores of the candidates it considers, best first (ties keep the fused order),
+    each run through the active-tool filter. Calibration replays recall's block with it."""
+    best = max((f.candidate.score for f in considered), default=0.0)
+    query = heuristic.QueryForms.of(parsed.text)
+    ranking = []
+    for f in considered:
+        fields_ = heuristic.Fields.of(f.memory)
+        share = f.candidate.score / best if best > 0 else 0.0
+        scored = heuristic.score(
+            str(f.memory.pk), share, f.candidate.bm25_coverage, fields_, query, settings.weights, parsed.required
+        )
+        decision = toolfilter.active_tool_decision(
+            " ".join([fields_.text, fields_.entity_key or "", *fields_.tags]),
+            tools,
+            tool_names=fields_.tool_names,
+            schema_markers=settings.schema_markers,
+            durable_markers=settings.durable_markers,
+        )
+        if not decision.suppressed and decision.reason:
+            scored.signals.append(decision.reason)
+        ranking.append(Ranked(scored, decision.reason if decision.suppressed else ""))
+    ranking.sort(key=lambda ranked: -ranked.scored.score)  # stable: ties keep the fused order
+    return ranking
+
+
+def block_entries(eligible: list[heuristic.Scored], labels: dict[str, str]) -> list[block.Entry]:
+    """What the block's size is decided on: each eligible candidate's evidence and answerability label."""
+    return [block.Entry(s.id, s.evidence, labels[s.id]) for s in eligible]
+
+
+def _size_block(result: RecallResult, eligible: list[heuristic.Scored], by_id) -> list[block.Placement]:
+    """The heuristic's block: the ranked candidates placed in it or left out (recall.block), the
+    memories that would go in checked against each other for saying the same thing."""
+    knobs = result.settings.block
+    entries = block_entries(eligible, {pk: rc.found.candidate.label for pk, rc in by_id.items()})
+    placements = block.size_block(entries, result.limit, knobs)
+    contenders = [p.id for p in placements if p.kept or p.code == block.PAST_LIMIT][: 2 * result.limit]
+    if knobs.redundancy > 1.0 or len(contenders) < 2:
+        return placements
+    if "vector" in result.degraded:
+        result.notices.append("the block was not checked for memories saying the same thing: the vector index is down")
+        return placements
+    try:
+        vectors = get_index("vector").stored_vectors(contenders, scopes=[result.scope])
+    except IndexUnavailable as exc:
+        result.notices.append(f"the block was not checked for memories saying the same thing: {exc}")
+        return placements
+
+    def similarity(a: str, b: str) -> float | None:
+        return float(vectors[a] @ vectors[b]) if a in vectors and b in vectors else None
+
+    return block.size_block(entries, result.limit, knobs, similarity)
 
 
 def _start_selector(result: RecallResult, considered: list[Found], selector_config):

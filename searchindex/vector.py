@@ -299,18 +299,22 @@ class VectorIndex:
     def similarities(self, vector: np.ndarray, ids: Sequence[str], *, scopes: list[str] | None) -> dict[str, float]:
         """The exact cosine similarity of these memories to a query vector (`embed_query`'s), read
         from their stored vectors: for candidates another retriever found outside the vector top k."""
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        return {pk: float(stored @ query) for pk, stored in self.stored_vectors(ids, scopes=scopes).items()}
+
+    def stored_vectors(self, ids: Sequence[str], *, scopes: list[str] | None) -> dict[str, np.ndarray]:
+        """These memories' stored vectors (unit length), by id; a memory not in the index is left out."""
         ids = list(dict.fromkeys(ids))
         if not ids or scopes == []:
             return {}
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        found: dict[str, float] = {}
+        found: dict[str, np.ndarray] = {}
         with self._using("read stored vectors") as collections:
             wanted = collections.values() if scopes is None else [collections[s] for s in scopes if s in collections]
             for collection in wanted:
                 page = collection.get(ids=ids, include=["embeddings"])
                 embeddings = page["embeddings"] if page["embeddings"] is not None else []
                 for pk, stored in zip(page["ids"], embeddings, strict=True):
-                    found[pk] = float(np.asarray(stored, dtype=np.float32) @ query)
+                    found[pk] = np.asarray(stored, dtype=np.float32)
         return found
 
     def vectors(self, scope: str) -> dict[str, tuple[str, np.ndarray]]:

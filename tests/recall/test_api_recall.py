@@ -140,9 +140,11 @@ def test_agents_get_compact_candidates_and_explain_gives_every_one_in_full(store
     body = {"query": "article-list-query", "scope": "main", "tools": ["mcp__ata__article-list-query"]}
     compact = post(client, body, **bearer(agent_token)).json()
     assert all(
-        set(c) == {"id", "decision", "reasons", "score", "fused_score", "vector_rank", "bm25_rank"}
+        set(c) == {"id", "decision", "reasons", "score", "fused_score", "vector_rank", "bm25_rank", "block"}
         for c in compact["candidates"]
     )
+    placed = [c for c in compact["candidates"] if c["block"]]
+    assert placed and all(c["block"]["kept"] == (c["decision"] == "selected") for c in placed)
     below = [c for c in compact["candidates"] if c["decision"] == "below_floor"]
     assert len(below) <= 5
     full = post(client, {**body, "explain": True}, **bearer(agent_token)).json()

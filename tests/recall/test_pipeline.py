@@ -7,12 +7,13 @@ The selector talks to tests.fakes.openai_server, so the real `openai` client cod
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 
 from memoryui.models import Memory, MemoryEvent
-from recall.explain import Group, explain
+from recall.explain import BLOCK_CAUSES, Group, explain
 from recall.knobs import RecallSettings
 from recall.models import RecallTrace
 from recall.pipeline import BLOCK_HEADING, recall, record_recall
@@ -301,8 +302,10 @@ def test_every_decision_of_a_real_recall_reads_in_words_on_the_page(store):
         row.why.startswith("Kept out by the active-tool filter: it names mcp__ata__article-list-query")
         for row in stages["filtered"].rows
     )
-    assert {row.cause for row in stages["not_selected"].rows} == {"past the limit"}
-    assert stages["not_selected"].summary.endswith("not selected (past the limit)")
+    assert {row.cause for row in stages["not_selected"].rows} <= set(BLOCK_CAUSES.values())
+    for row in stages["not_selected"].rows:
+        assert re.fullmatch(r"Ranked \d+(st|nd|rd|th) by the heuristic and left out of the block: .+\.", row.why)
+        assert row.candidate["block"]["code"] in BLOCK_CAUSES
     for row in stages.get("below_floor", Group("below_floor")).rows:
         assert row.why.startswith(("Too weak a match: ", "Recall stays silent on this query"))
     for group in explained.groups:
