@@ -24,6 +24,12 @@ English, Chinese and exact tokens).
 Prints markdown tables (p50 and p95 in ms) and whether the targets are met; never asserts a time.
 
     .venv/bin/python bench/recall_latency.py [--queries 200] [--selector-queries 20] [--budget-ms 2500]
+    .venv/bin/python bench/recall_latency.py --baseline REF [--rounds 2] [--queries 200]
+
+With `--baseline REF` only the heuristic path is measured, for this code and for REF (a worktree
+under var/bench/baseline/, its store under its own var/, built from the same cached embeddings),
+each in a process of its own, interleaved round by round. Target: this code's recall p95 at most
+10% above REF's.
 
 The first run builds the store and its indexes (a couple of minutes; the embeddings come from
 var/bench/latency/embeddings/ and are computed there only if missing); later runs reuse it and
@@ -33,8 +39,10 @@ reset its access counts first.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -42,9 +50,11 @@ from pathlib import Path
 from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# `--code TREE` (a child of `--baseline`): that checkout's code and a store of its own.
+CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv else ROOT
+sys.path.insert(0, str(CODE))
 SIZE = 10_000
-DATA_DIR = ROOT / "var" / "bench" / "recall" / str(SIZE)
+DATA_DIR = CODE / "var" / "bench" / "recall" / str(SIZE)
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 # Forced, not defaulted: this benchmark writes (access counts, events), so never into another store.
 os.environ["MEMORYUI_DATA_DIR"] = str(DATA_DIR)
@@ -72,6 +82,7 @@ SCOPE = latency.MAIN_SCOPE
 WARMUP = 5  # query pairs run before timing starts (chromadb loads its HNSW graph on first use)
 TARGET_OVERHEAD = 0.20  # recall p95 / search p95 - 1
 TARGET_SLACK_MS = 100.0  # stalled selector: p95 <= budget + this
+TARGET_OVER_BASELINE = 0.10  # --baseline: recall p95 at most 10% above the other commit's
 BENCH_USER = "bench-recall"
 NO_LLM = {"MEMORYUI_LLM_BASE_URL": "", "MEMORYUI_LLM_MODEL": ""}
 
@@ -285,13 +296,29 @@ def main() -> None:
     parser.add_argument("--no-selector", action="store_true", help="skip the selector variants")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="for missing embeddings")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="instead: the heuristic path of this code and of REF, each in its own process and store, "
+        "interleaved, and their recall p95s side by side",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --baseline: rounds of each (A B A B)")
+    parser.add_argument("--code", help=argparse.SUPPRESS)
+    parser.add_argument("--results", help=argparse.SUPPRESS)  # a child's wall times, as JSON
     args = parser.parse_args()
     budget_ms = args.budget_ms or settings.MEMORYUI_SELECTOR_TIMEOUT_MS
+    if args.baseline:
+        compare_with(args)
+        return
 
     corpus = prepare_store(args.seed, args.workers)
     queries = latency.build_queries(corpus, args.queries, args.seed)
     client = api_client()
     heuristic = measure_heuristic(client, queries)
+    if args.results:
+        Path(args.results).write_text(json.dumps({k: heuristic["walls"][k] for k in ("search", "recall")}))
+        search_indexes.close_indexes()
+        return
     print_heuristic(heuristic, len(queries))
 
     if not args.no_selector:
@@ -306,6 +333,45 @@ def main() -> None:
         }
         print_selector(results, budget_ms)
     search_indexes.close_indexes()
+
+
+# --- against another commit ------------------------------------------------------------------------
+
+
+def compare_with(args) -> None:
+    """This code's heuristic path beside REF's: each commit its own process, code and store (built
+    from the same cached embeddings), interleaved A B A B so a noisy neighbour weighs on both."""
+    from bench import worktree  # noqa: PLC0415 - only the comparing parent needs git worktrees
+
+    tree = worktree.checkout(args.baseline, ROOT / "var" / "bench" / "baseline")
+    shared = tree / "var" / "bench" / "latency" / "embeddings"
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    if not shared.exists():
+        shared.symlink_to(ROOT / "var" / "bench" / "latency" / "embeddings", target_is_directory=True)
+    walls: dict[str, dict[str, list[float]]] = {"current": defaultdict(list), "baseline": defaultdict(list)}
+    for _ in range(args.rounds):
+        for name, code in (("current", ROOT), ("baseline", tree)):
+            out = DATA_DIR.parent / f"walls-{name}.json"
+            command = [sys.executable, __file__, "--code", str(code), "--results", str(out)]
+            command += ["--queries", str(args.queries), "--seed", str(args.seed), "--workers", str(args.workers)]
+            subprocess.run(command, cwd=code, check=True, env={**os.environ, "PYTHONPATH": str(code)})
+            for endpoint, values in json.loads(out.read_text()).items():
+                walls[name][endpoint] += values
+    print(f"\nPOST /api/recall/ (heuristic path) beside GET /api/search/, {SIZE} memories, {args.rounds} rounds "
+          f"of {args.queries} queries each, this code and {args.baseline} interleaved; ms\n")  # fmt: skip
+    print("| code | search p50 | search p95 | recall p50 | recall p95 | recall p95 over search p95 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, found in walls.items():
+        s50, s95 = statistics.median(found["search"]), latency.p95(found["search"])
+        r50, r95 = statistics.median(found["recall"]), latency.p95(found["recall"])
+        print(f"| {name} | {s50:.1f} | {s95:.1f} | {r50:.1f} | {r95:.1f} | {r95 / s95:.3f} |")
+    now, then = latency.p95(walls["current"]["recall"]), latency.p95(walls["baseline"]["recall"])
+    ratio = now / then
+    met = ratio <= 1 + TARGET_OVER_BASELINE
+    print(
+        f"\ntarget: recall p95 {now:.1f} ms = {ratio:.3f} × {args.baseline}'s {then:.1f} ms; at most "
+        f"{1 + TARGET_OVER_BASELINE:.2f}×: {'met' if met else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":
