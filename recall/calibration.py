@@ -1,4 +1,4 @@
-"""Calibration: fit the fusion and answerability knobs to a user's own golden queries.
+"""Calibration: fit the fusion, answerability and block knobs to a user's own golden queries.
 
 Every golden query is retrieved once (`searchindex.search.retrieve`, candidates as wide as the
 starting profile asks); the knobs are then searched offline by re-ranking and re-judging those
@@ -10,6 +10,15 @@ retrievals, in two stages with one objective each:
   mean of the share of answerable queries answered and the share of queries expecting nothing
   (unanswerable) left silent: the balanced accuracy of the decision to answer.
 
+- the block (`block_cut`, `block_weak_cut`, `block_gap`, `block_redundancy`, recall.block): what the
+  agent is handed, replayed through the heuristic exactly as recall runs it: the F-measure of
+  block precision and block recall (beta 1 unless asked), or the best precision at a block recall
+  floor (`min_block_recall`).
+
+With `holdout` a share of the queries (picked by a hash of each query, so the same share every
+time) is kept out of the fit, and every metric is reported on it too: out-of-sample numbers beside
+the in-sample ones say whether the knobs carry beyond the queries they were fitted on.
+
 The starting settings are always among the candidates, so a calibration holds or improves each
 objective on the set; ties keep the starting value. The sets must be big enough to say
 anything: `MIN_QUERIES`, with `MIN_ANSWERABLE` expecting something and `MIN_UNANSWERABLE`
@@ -19,26 +28,42 @@ how far they carry.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
+from memoryui.models import Memory
+from recall import block, pipeline
+from recall.heuristic import parse_query
 from recall.knobs import RecallSettings
 from recall.models import RecallProfile
 from searchindex.answerability import strong_evidence
 from searchindex.defaults import embedder_defaults
+from searchindex.documents import IndexUnavailable
 from searchindex.fusion import RetrievalSettings, SettingsError
-from searchindex.search import Retrieval, SearchError, check_outside_top_k, clean_query, rank, retrieve
+from searchindex.indexes import get_index
+from searchindex.search import (
+    RESULT_FIELDS,
+    Found,
+    Retrieval,
+    SearchError,
+    check_outside_top_k,
+    clean_query,
+    rank,
+    retrieve,
+)
 
 MIN_QUERIES = 20
 MIN_ANSWERABLE = 10
 MIN_UNANSWERABLE = 5
 FUSION_KNOBS = ("fusion", "cc_vector_weight", "cc_min_coverage", "rrf_k", "rrf_vector_weight", "rrf_bm25_weight")
 ANSWER_KNOBS = ("strong_margin", "strong_coverage", "agree_margin", "agree_coverage")
+BLOCK_KNOBS = ("block_cut", "block_weak_cut", "block_gap", "block_redundancy")
 
 FUSION_GRID = [{"fusion": "cc", "cc_vector_weight": w, "cc_min_coverage": c}
                for w in (0.4, 0.5, 0.6, 0.7, 0.8) for c in (0.0, 0.1, 0.2, 0.3)]  # fmt: skip
@@ -48,6 +73,14 @@ ANSWER_GRID = [
     dict(zip(ANSWER_KNOBS, values, strict=True))
     for values in itertools.product(
         (0.06, 0.07, 0.085, 0.1, 0.12), (0.5, 0.6, 0.8), (0.02, 0.03, 0.04, 0.05, 0.06), (0.1, 0.15, 0.2, 0.3)
+    )
+]
+
+
+BLOCK_GRID = [
+    block.BlockKnobs(cut=cut, weak_cut=weak, gap=gap, redundancy=redundancy)
+    for cut, weak, gap, redundancy in itertools.product(
+        (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01), (0.7, 0.85, 1.0), (0.2, 0.3, 1.0), (0.95, 0.97, 1.01)
     )
 ]
 
@@ -76,6 +109,10 @@ class Calibration:
     answerable: int
     skipped: list[str] = field(default_factory=list)
     min_answered: float | None = None
+    block_start: block.BlockKnobs | None = None  # None: the block was not calibrated
+    block_best: block.BlockKnobs | None = None
+    objective: dict = field(default_factory=dict)  # the block's: {"beta"} or {"min_block_recall"}
+    holdout: dict | None = None  # {"share", "queries", "before", "after"}: the queries kept out of the fit
 
     @property
     def min_answered_met(self) -> bool | None:
@@ -84,10 +121,18 @@ class Calibration:
             return None
         return self.after["answerable"]["answered"] >= self.min_answered
 
+    def knobs(self, which: str = "best") -> dict:
+        """The calibrated knobs (or the starting ones), retrieval's and the block's, flat."""
+        data = {knob: getattr(self, which).to_dict()[knob] for knob in (*FUSION_KNOBS, *ANSWER_KNOBS)}
+        blocks = getattr(self, f"block_{'best' if which == 'best' else 'start'}")
+        if blocks is not None:
+            data.update({f"block_{name}": value for name, value in asdict(blocks).items()})
+        return data
+
     @property
     def changed(self) -> dict:
-        start, best = self.start.to_dict(), self.best.to_dict()
-        return {knob: best[knob] for knob in (*FUSION_KNOBS, *ANSWER_KNOBS) if best[knob] != start[knob]}
+        start, best = self.knobs("start"), self.knobs("best")
+        return {knob: value for knob, value in best.items() if value != start[knob]}
 
     def to_dict(self) -> dict:
         return {
@@ -99,7 +144,9 @@ class Calibration:
             "changed": self.changed,
             "min_answered": self.min_answered,
             "min_answered_met": self.min_answered_met,
-            "knobs": {knob: self.best.to_dict()[knob] for knob in (*FUSION_KNOBS, *ANSWER_KNOBS)},
+            "block_objective": self.objective,
+            "holdout": self.holdout,
+            "knobs": self.knobs(),
         }
 
 
@@ -271,9 +318,11 @@ def _round(value: float) -> float:
 
 
 def save_profile(name: str, start: RecallSettings, result: Calibration, golden: list[str], embedder) -> RecallProfile:
-    """Save `start` with the calibrated retrieval knobs as profile `name` (only what differs from the
-    embedder's defaults), with the embedder it was calibrated for and the calibration's numbers."""
+    """Save `start` with the calibrated retrieval and block knobs as profile `name` (only what differs
+    from the embedder's defaults), with the embedder it was calibrated for and the calibration's numbers."""
     settings = replace(start, retrieval=result.best)
+    if result.block_best is not None:
+        settings = with_block(settings, result.block_best)
     defaults = RecallSettings.from_dict(embedder_defaults(embedder)).to_dict()
     knobs = {knob: value for knob, value in settings.to_dict().items() if defaults[knob] != value}
     with transaction.atomic():
@@ -285,3 +334,166 @@ def save_profile(name: str, start: RecallSettings, result: Calibration, golden: 
         profile.full_clean()
         profile.save()
     return profile
+
+
+# --- the block ------------------------------------------------------------------------------------
+
+
+@dataclass
+class BlockSample:
+    """One golden query as the block sees it: its ranked, eligible candidates and their likenesses."""
+
+    expected: frozenset[str]
+    entries: list[block.Entry]
+    similar: dict[frozenset, float]
+    limit: int
+
+    def similarity(self, a: str, b: str) -> float | None:
+        return self.similar.get(frozenset((a, b)))
+
+
+def with_block(settings: RecallSettings, knobs: block.BlockKnobs) -> RecallSettings:
+    return replace(
+        settings,
+        block_cut=knobs.cut,
+        block_weak_cut=knobs.weak_cut,
+        block_gap=knobs.gap,
+        block_redundancy=knobs.redundancy,
+    )
+
+
+def block_samples(samples: list[Sample], settings: RecallSettings, *, now: datetime) -> list[BlockSample]:
+    """Replay recall's heuristic on each sample with `settings`: what the block's size is decided on.
+
+    The candidates' memories are read from the database and the likeness of the ones that could
+    share the block from their stored vectors, once per query, so the block knobs are then tried
+    in memory."""
+    out = []
+    limit = settings.retrieval.limit
+    for sample in samples:
+        candidates, answer = rank(sample.retrieval, settings.retrieval, now)
+        passing = [c for c in candidates if c.passes_floor][: settings.candidates] if answer.answered else []
+        rows = Memory.objects.filter(pk__in=[c.id for c in passing]).only(*RESULT_FIELDS, "metadata")
+        memories = {str(m.pk): m for m in rows}
+        found = [Found(memories[c.id], c) for c in passing if c.id in memories]
+        ranking = pipeline.heuristic_ranking(found, parse_query(sample.query), settings, [])
+        eligible = [r.scored for r in ranking if not r.scored.missing and not r.filtered]
+        entries = pipeline.block_entries(eligible, {c.id: c.label for c in passing})
+        out.append(BlockSample(sample.expected, entries, _likenesses(entries[: 2 * limit], sample.scope), limit))
+    return out
+
+
+def _likenesses(entries: list[block.Entry], scope: str) -> dict[frozenset, float]:
+    if len(entries) < 2:
+        return {}
+    try:
+        vectors = get_index("vector").stored_vectors([e.id for e in entries], scopes=[scope])
+    except IndexUnavailable:
+        return {}
+    ids = [e.id for e in entries if e.id in vectors]
+    return {frozenset((a, b)): float(vectors[a] @ vectors[b]) for a, b in itertools.combinations(ids, 2)}
+
+
+def block_score(samples: list[BlockSample], knobs: block.BlockKnobs, *, beta: float = 1.0) -> dict:
+    """Block precision (of all memories handed over, the share expected), block recall (of a query's
+    expected memories, the share handed over, averaged over the queries expecting some), their
+    F-measure, and the mean block size."""
+    handed = right = answerable = 0
+    recall_sum = 0.0
+    for sample in samples:
+        placements = block.size_block(sample.entries, sample.limit, knobs, sample.similarity)
+        given = {p.id for p in placements if p.kept}
+        handed += len(given)
+        right += len(given & sample.expected)
+        if sample.expected:
+            answerable += 1
+            recall_sum += len(given & sample.expected) / len(sample.expected)
+    precision = right / handed if handed else 0.0
+    recall = recall_sum / answerable if answerable else 0.0
+    f = (1 + beta**2) * precision * recall / (beta**2 * precision + recall) if precision + recall else 0.0
+    return {
+        "precision": _round(precision),
+        "recall": _round(recall),
+        "f": _round(f),
+        "size": _round(handed / len(samples)) if samples else 0.0,
+    }
+
+
+def calibrate_block(
+    samples: list[BlockSample], start: block.BlockKnobs, *, beta: float = 1.0, min_recall: float | None = None
+) -> block.BlockKnobs:
+    """The block knobs with the best F-measure, or with `min_recall` the best precision among those
+    keeping block recall at least that high (when none does, the best recall); ties keep `start`."""
+
+    def objective(knobs: block.BlockKnobs) -> tuple:
+        m = block_score(samples, knobs, beta=beta)
+        if min_recall is None:
+            return (m["f"],)
+        feasible = m["recall"] >= min_recall
+        return (feasible, m["precision"] if feasible else m["recall"])
+
+    best, best_value = start, objective(start)
+    for knobs in BLOCK_GRID:
+        value = objective(knobs)
+        if value > best_value:
+            best, best_value = knobs, value
+    return best
+
+
+def split_holdout(samples: list[Sample], share: float) -> tuple[list[Sample], list[Sample]]:
+    """(fit, held out): each query kept out when a hash of it falls under `share`, the same every run."""
+    if not share:
+        return samples, []
+    fit, held = [], []
+    for sample in samples:
+        digest = hashlib.sha256(f"{sample.scope}\n{sample.query}".encode()).digest()
+        (held if int.from_bytes(digest[:4], "big") / 2**32 < share else fit).append(sample)
+    return fit, held
+
+
+def calibrate_recall(
+    samples: list[Sample],
+    start: RecallSettings,
+    *,
+    min_answered: float | None = None,
+    skipped: list[str] | None = None,
+    holdout: float = 0.0,
+    beta: float = 1.0,
+    min_block_recall: float | None = None,
+    now=None,
+) -> Calibration:
+    """Calibrate the retrieval knobs (`calibrate`), then the block's on the calibrated retrieval.
+
+    Every metric is in-sample, on the queries fitted; with `holdout` the share kept out is scored
+    before and after too (`Calibration.holdout`)."""
+    if not 0 <= holdout < 1:
+        raise CalibrationRefused(f"holdout must be a share from 0 up to (not including) 1, got {holdout:g}")
+    now = now or timezone.now()
+    fit, held = split_holdout(samples, holdout)
+    result = calibrate(
+        fit, start.retrieval, k=start.retrieval.limit, min_answered=min_answered, skipped=skipped, now=now
+    )
+    retrieval_start, retrieval_best = start, replace(start, retrieval=result.best)
+    result.block_start = start.block
+    result.block_best = calibrate_block(
+        block_samples(fit, retrieval_best, now=now), start.block, beta=beta, min_recall=min_block_recall
+    )
+    result.before["block"] = block_score(block_samples(fit, retrieval_start, now=now), start.block, beta=beta)
+    result.after["block"] = block_score(block_samples(fit, retrieval_best, now=now), result.block_best, beta=beta)
+    result.objective = {"beta": beta} if min_block_recall is None else {"min_block_recall": min_block_recall}
+    if held:
+        calibrated = with_block(retrieval_best, result.block_best)
+        result.holdout = {
+            "share": holdout,
+            "queries": len(held),
+            "answerable": sum(bool(s.expected) for s in held),
+            "before": _scored(held, start, beta=beta, now=now),
+            "after": _scored(held, calibrated, beta=beta, now=now),
+        }
+    return result
+
+
+def _scored(samples: list[Sample], settings: RecallSettings, *, beta: float, now) -> dict:
+    scored = score(samples, settings.retrieval, k=settings.retrieval.limit, now=now)
+    scored["block"] = block_score(block_samples(samples, settings, now=now), settings.block, beta=beta)
+    return scored

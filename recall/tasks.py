@@ -30,9 +30,7 @@ def calibrate_golden(self, run: TaskRun) -> dict:
     run.start(sum(g.queries.count() for g in golden_sets))
     samples, skipped = calibration.collect(golden_sets, start.retrieval)
     run.advance(len(samples), {"queries": len(samples)})
-    result = calibration.calibrate(
-        samples, start.retrieval, k=start.retrieval.limit, min_answered=params.get("min_answered"), skipped=skipped
-    )
+    result = calibration.calibrate_recall(samples, start, min_answered=params.get("min_answered"), skipped=skipped)
     embedder = get_index("vector").embedder
     profile = calibration.save_profile(params["save_as"], start, result, [g.name for g in golden_sets], embedder)
     run.counts = {"queries": result.queries, "knobs changed": len(result.changed)}

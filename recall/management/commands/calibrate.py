@@ -1,6 +1,7 @@
-"""Fit the fusion and answerability knobs to golden queries, and save them as a profile.
+"""Fit the fusion, answerability and block knobs to golden queries, and save them as a profile.
 
 python manage.py calibrate --golden support-bot --dry-run
+python manage.py calibrate --golden support-bot --holdout 0.3 --min-block-recall 0.7 --dry-run
 python manage.py calibrate --golden c1 --golden c2 --save-profile conversations --json
 python manage.py calibrate --golden c1 --profile conversations --dry-run   # does the profile hold?
 """
@@ -17,7 +18,7 @@ from searchindex.indexes import get_index
 
 
 class Command(ReportingCommand):
-    help = "Search the fusion and answerability knobs on golden sets; print before/after; save the winner."
+    help = "Search the fusion, answerability and block knobs on golden sets; print before/after; save the winner."
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -34,6 +35,28 @@ class Command(ReportingCommand):
             metavar="SHARE",
             help="answer at least this share (0..1) of the queries that expect memories, and within that keep "
             "as many of the others silent as possible (default: the best balance of the two)",
+        )
+        parser.add_argument(
+            "--holdout",
+            type=float,
+            default=0.0,
+            metavar="SHARE",
+            help="keep this share (0..1) of the queries out of the fit and report every metric on it too "
+            "(out of sample, beside the in-sample numbers)",
+        )
+        parser.add_argument(
+            "--block-beta",
+            type=float,
+            default=1.0,
+            metavar="BETA",
+            help="fit the block for the F-measure of its precision and recall with this beta (below 1 favours "
+            "precision; default 1)",
+        )
+        parser.add_argument(
+            "--min-block-recall",
+            type=float,
+            metavar="SHARE",
+            help="instead: the best block precision that keeps block recall at least this high (0..1)",
         )
         parser.add_argument("--save-profile", metavar="NAME", help="save the calibrated knobs as this profile")
         parser.add_argument("--dry-run", action="store_true", help="change nothing, whatever else is asked")
@@ -55,11 +78,23 @@ class Command(ReportingCommand):
         min_answered = options["min_answered"]
         if min_answered is not None and not 0 <= min_answered <= 1:
             raise CommandError(f"--min-answered: must be a share between 0 and 1, got {min_answered:g}")
+        for name in ("holdout", "min_block_recall"):
+            value = options[name]
+            if value is not None and not 0 <= value < (1 if name == "holdout" else 1.0001):
+                raise CommandError(f"--{name.replace('_', '-')}: must be a share between 0 and 1, got {value:g}")
+        if options["block_beta"] <= 0:
+            raise CommandError(f"--block-beta: must be above 0, got {options['block_beta']:g}")
         start = start_profile.settings
         try:
             samples, skipped = calibration.collect(golden_sets, start.retrieval)
-            result = calibration.calibrate(
-                samples, start.retrieval, k=start.retrieval.limit, min_answered=min_answered, skipped=skipped
+            result = calibration.calibrate_recall(
+                samples,
+                start,
+                min_answered=min_answered,
+                skipped=skipped,
+                holdout=options["holdout"],
+                beta=options["block_beta"],
+                min_block_recall=options["min_block_recall"],
             )
             embedder = get_index("vector").embedder
         except calibration.CalibrationRefused as exc:
@@ -100,11 +135,20 @@ def _describe(document: dict) -> str:
     ]
     lines += [f"skipped {why}" for why in document["skipped"]]
     before, after = document["before"], document["after"]
-    for kind in ("answerable", "unanswerable", "objectives"):
+    holdout = document["holdout"]
+    if holdout:
+        lines.append(
+            f"in sample: the {document['queries']} queries fitted; out of sample: {holdout['queries']} held out "
+            f"({holdout['share']:.0%} by a hash of each query), before → after"
+        )
+    for kind in ("answerable", "unanswerable", "objectives", "block"):
         for metric, value in before[kind].items():
             if metric == "queries":
                 continue
-            lines.append(f"  {kind:<13} {metric:<14} {value:.3f} → {after[kind][metric]:.3f}")
+            line = f"  {kind:<13} {metric:<14} {value:.3f} → {after[kind][metric]:.3f}"
+            if holdout:
+                line += f"   out of sample {holdout['before'][kind][metric]:.3f} → {holdout['after'][kind][metric]:.3f}"
+            lines.append(line)
     if document["min_answered_met"] is False:
         lines.append(
             f"no setting answers {document['min_answered']:.0%} of the queries expecting memories; "
