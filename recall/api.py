@@ -263,7 +263,10 @@ def _evaluation_data(evaluation: golden.Evaluation) -> dict:
         "profile": evaluation.profile,
         "limit": evaluation.limit,
         "metrics": evaluation.metrics,
-        "outcomes": [{**asdict(outcome), "passed": outcome.passed} for outcome in evaluation.outcomes],
+        "outcomes": [
+            {**asdict(outcome), "passed": outcome.passed, "unexpected": outcome.unexpected}
+            for outcome in evaluation.outcomes
+        ],
     }
 
 

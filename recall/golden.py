@@ -5,6 +5,8 @@ LLM is configured) but changes nothing: access counts are not bumped. Scores:
 
 - recall@k: expected memories among the recalled ones (k = the profile's limit), over
   min(k, number expected), averaged over the queries that expect something;
+- block precision: of all the memories recalled, the share expected (what the agent reads that
+  it should not is the rest);
 - top-1: share of those queries whose first recalled memory is expected;
 - no-result precision: of the queries that recalled nothing, the share that expects nothing;
 - no-result recall: of the queries that expect nothing, the share that recalled nothing.
@@ -42,6 +44,7 @@ class QueryOutcome:
     mode: str = ""
     fallback_reason: str | None = None
     error: str = ""
+    tools: list[str] = field(default_factory=list)
 
     @property
     def answerable(self) -> bool:
@@ -56,6 +59,15 @@ class QueryOutcome:
         """Expected nothing and got nothing, or the first recalled memory is expected."""
         return not self.recalled if not self.expected else self.top1
 
+    @property
+    def unexpected(self) -> list[str]:
+        """What was handed over that the query does not expect: the block's padding."""
+        return [pk for pk in self.recalled if pk not in self.expected]
+
+    @property
+    def missed(self) -> list[str]:
+        return [pk for pk in self.expected if pk not in self.recalled]
+
 
 @dataclass
 class Evaluation:
@@ -68,8 +80,11 @@ class Evaluation:
         answerable = [o for o in self.outcomes if o.answerable and not o.error]
         silent_expected = [o for o in self.outcomes if not o.answerable and not o.error]
         silent = [o for o in self.outcomes if not o.recalled and not o.error]
+        ran = [o for o in self.outcomes if not o.error]
+        handed = sum(len(o.recalled) for o in ran)
         return {
             f"recall@{self.limit}": _mean([_recall(o, self.limit) for o in answerable]),
+            "block_precision": (handed - sum(len(o.unexpected) for o in ran)) / handed if handed else None,
             "top1": _mean([1.0 if o.top1 else 0.0 for o in answerable]),
             "no_result_precision": _mean([0.0 if o.answerable else 1.0 for o in silent]),
             "no_result_recall": _mean([0.0 if o.recalled else 1.0 for o in silent_expected]),
@@ -88,6 +103,11 @@ METRICS = (
         RECALL_AT_K,
         "found in the top {k}",
         "expected memories among the recalled ones (recall@k, k = the profile's limit)",
+    ),
+    (
+        "block_precision",
+        "handed over nothing unexpected",
+        "of all the memories recalled, the share that were expected (block precision)",
     ),
     ("top1", "right memory first", "the first memory recalled is an expected one (top-1)"),
     (
@@ -140,7 +160,9 @@ def evaluate(
     evaluation = Evaluation(profile=profile, limit=settings.retrieval.limit)
     for query in golden_set.queries.all():
         expected = [str(pk) for pk in query.expected_ids]
-        outcome = QueryOutcome(query_id=query.pk, query=query.query, expected=expected, recalled=[])
+        outcome = QueryOutcome(
+            query_id=query.pk, query=query.query, expected=expected, recalled=[], tools=list(query.tools or [])
+        )
         try:
             result = recall(
                 query.query,

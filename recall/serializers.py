@@ -11,6 +11,7 @@ from rest_framework import serializers
 from memoryui import rest, rules
 from memoryui.models import Memory
 from memoryui.serializers import StrictSerializer, as_plain_dict
+from recall import block
 from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 from recall.pipeline import DECISIONS
@@ -67,6 +68,20 @@ class RecallSelectedSerializer(serializers.Serializer):
     age = serializers.CharField()
 
 
+class RecallPlacementSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="Its rank among the candidates the heuristic placed (1: the best).")
+    code = serializers.ChoiceField(
+        choices=block.CODES,
+        help_text="best and close are in the block; the others say why not.",
+    )
+    share = serializers.FloatField(help_text="Its heuristic score over the best one's.")
+    params = serializers.DictField(
+        help_text="The numbers behind the code: the cut, the similar memory's rank, the limit."
+    )
+    kept = serializers.BooleanField()
+    reason = serializers.CharField(help_text="The placement in words.")
+
+
 class RecallCandidateSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     decision = serializers.ChoiceField(choices=DECISIONS, help_text="What the answering path decided.")
@@ -75,6 +90,10 @@ class RecallCandidateSerializer(serializers.Serializer):
     fused_score = serializers.FloatField()
     vector_rank = serializers.IntegerField(allow_null=True)
     bm25_rank = serializers.IntegerField(allow_null=True)
+    block = RecallPlacementSerializer(
+        allow_null=True,
+        help_text="Whether the heuristic put it in the block, and why (null: the heuristic did not rank it).",
+    )
     heuristic = serializers.DictField(required=False, help_text="With explain: the heuristic's decision and reasons.")
     selector = serializers.DictField(
         required=False, allow_null=True, help_text="With explain: the selector's, when it answered."
@@ -268,8 +287,12 @@ class GoldenOutcomeSerializer(serializers.Serializer):
     mode = serializers.CharField(help_text="Which path answered (empty when the query could not run).")
     fallback_reason = serializers.CharField(allow_null=True)
     error = serializers.CharField(help_text="Why the query could not run, else empty.")
+    tools = serializers.ListField(child=serializers.CharField(), help_text="The query's recent tools.")
     passed = serializers.BooleanField(
         help_text="Expected nothing and got nothing, or the first recalled memory is expected."
+    )
+    unexpected = serializers.ListField(
+        child=serializers.CharField(), help_text="Recalled but not expected: what the block should not have held."
     )
 
 
@@ -278,7 +301,8 @@ class GoldenEvaluationSerializer(serializers.Serializer):
     limit = serializers.IntegerField(help_text="The profile's limit: the k of recall@k.")
     metrics = serializers.DictField(
         child=serializers.FloatField(allow_null=True),
-        help_text="recall@<limit>, top1, no_result_precision, no_result_recall; null when nothing to average.",
+        help_text="recall@<limit>, block_precision, top1, no_result_precision, no_result_recall; null when nothing to "
+        "average.",
     )
     outcomes = GoldenOutcomeSerializer(many=True)
 

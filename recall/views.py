@@ -357,6 +357,15 @@ def golden_run(request: HttpRequest, pk: int) -> HttpResponse:
     return web.render(request, "recall/golden_detail.html", context, status=400 if panel["invalid"] else 200)
 
 
+def _playground_url(golden_set: GoldenSet, outcome: golden.QueryOutcome, profile: str) -> str:
+    """The playground with this query, scope and profile, asking why an expected memory was not recalled
+    (or, when every expected one was, why the first unexpected one was)."""
+    why = (outcome.missed or outcome.unexpected or [""])[0]
+    params = {"q": outcome.query, "scope": golden_set.scope, "profile": profile, "tools": ", ".join(outcome.tools)}
+    params["why"] = why
+    return f"{reverse('recall:playground')}?{urlencode({k: v for k, v in params.items() if v})}"
+
+
 def _golden_run(golden_set: GoldenSet, a: str, b: str | None) -> dict:
     profiles = {name: RecallProfile.objects.resolve(name) for name in filter(None, [a, b])}
     runs = {name: golden.evaluate(golden_set, p.settings, profile=name) for name, p in profiles.items()}
@@ -382,6 +391,9 @@ def _golden_run(golden_set: GoldenSet, a: str, b: str | None) -> dict:
                 "recalled_b": [(pk, texts.get(pk, ""), pk in outcome.expected) for pk in other.recalled]
                 if other
                 else [],
+                "playground_url": _playground_url(golden_set, outcome, a)
+                if not outcome.passed or outcome.unexpected
+                else None,
             }
         )
     return {

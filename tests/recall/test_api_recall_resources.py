@@ -294,13 +294,28 @@ def test_a_run_scores_a_profile_and_compares_it_without_changing_anything(client
     assert response.status_code == 200
     run = response.json()
     assert run["profile"] == "default" and run["limit"] == 5
-    assert run["metrics"] == {"recall@5": 1.0, "top1": 1.0, "no_result_precision": 1.0, "no_result_recall": 1.0}
-    assert [(o["recalled"][:1], o["passed"]) for o in run["outcomes"]] == [([phone], True), ([], True)]
+    assert run["metrics"] == {
+        "recall@5": 1.0,
+        "block_precision": 1.0,
+        "top1": 1.0,
+        "no_result_precision": 1.0,
+        "no_result_recall": 1.0,
+    }
+    assert [(o["recalled"], o["passed"], o["unexpected"]) for o in run["outcomes"]] == [
+        ([phone], True, []),
+        ([], True, []),
+    ], "the phone number alone is handed over: nothing else in the store answers it"
     assert run["outcomes"][0]["mode"] == "heuristic" and run["outcomes"][0]["error"] == ""
     silent = run["compare"]
     assert silent["profile"] == "silent"
     assert [(o["recalled"], o["passed"]) for o in silent["outcomes"]] == [([], False), ([], True)]
-    assert silent["metrics"] == {"recall@5": 0.0, "top1": 0.0, "no_result_precision": 0.5, "no_result_recall": 1.0}
+    assert silent["metrics"] == {
+        "recall@5": 0.0,
+        "block_precision": None,
+        "top1": 0.0,
+        "no_result_precision": 0.5,
+        "no_result_recall": 1.0,
+    }
     first_move = run["movements"][0]
     assert first_move["query_id"] == phone_query and phone in first_move["moved_out"] and first_move["moved_in"] == []
     assert (first_move["passed_a"], first_move["passed_b"]) == (True, False)

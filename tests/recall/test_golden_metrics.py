@@ -22,12 +22,33 @@ def test_the_metrics_have_names_a_person_reads():
     rows = metric_rows(evaluation(5, outcome(1, ["a"], ["a"]), outcome(2, [], [])))
     assert [row["name"] for row in rows] == [
         "found in the top 5",
+        "handed over nothing unexpected",
         "right memory first",
         "stays silent when it should",
         "silent only when it should be",
     ]
     assert all(row["help"] for row in rows)
-    assert [row["key"] for row in rows] == ["recall@k", "top1", "no_result_recall", "no_result_precision"]
+    assert [row["key"] for row in rows] == [
+        "recall@k",
+        "block_precision",
+        "top1",
+        "no_result_recall",
+        "no_result_precision",
+    ]
+
+
+def test_block_precision_counts_every_memory_handed_over_that_was_not_expected():
+    run = evaluation(
+        5,
+        outcome(1, ["a"], ["a", "x", "y"]),  # right first, padded with two
+        outcome(2, ["b"], ["b"]),
+        outcome(3, [], ["z"]),  # should have stayed silent
+        outcome(4, [], []),
+    )
+    assert run.metrics["block_precision"] == 2 / 5
+    assert run.outcomes[0].unexpected == ["x", "y"] and run.outcomes[0].passed
+    assert run.outcomes[2].unexpected == ["z"] and run.outcomes[0].missed == []
+    assert evaluation(5, outcome(1, [], [])).metrics["block_precision"] is None  # nothing handed over
 
 
 def test_recall_at_k_uses_each_profiles_own_limit():

@@ -162,9 +162,26 @@ def test_golden_sets_run_against_a_profile_and_compare_two(store, alice_client):
     assert result.status_code == 200 and "<html" not in html
     a_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-a[^>]*>([^<]+)<', html, re.S))
     assert a_cells["top1"] == "100%" and a_cells["no_result_recall"] == "100%"
-    b_cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-b[^>]*>([^<]+)<', html, re.S))
+    b_cells = dict(re.findall(r'data-metric="([^"]+)">(?:(?!</tr>).)*?data-profile-b[^>]*>([^<]+)<', html, re.S))
     assert b_cells["top1"] == "0%"
     assert "− Escalation path for article-list-query" in html  # moved out with the strict floors
+
+
+def test_golden_runs_judge_the_block_and_a_failing_row_opens_the_playground_on_why_not(store, alice_client):
+    golden = GoldenSet.objects.create(name="block", scope="agent:main")
+    # Expects a memory the query does not find: the row fails, and its link asks why not.
+    GoldenQuery.objects.create(
+        golden_set=golden, query="article-list-query escalation", expected_ids=[str(store[PHONE].pk)]
+    )
+    html = alice_client.get(f"/recall/golden/{golden.pk}/run/", {"a": "default"}, **HX).content.decode()
+    cells = dict(re.findall(r'data-metric="([^"]+)">.*?data-profile-a[^>]*>([^<]+)<', html, re.S))
+    assert cells["block_precision"] == "0%" and "handed over nothing unexpected" in html
+    assert re.search(r'data-unexpected="\d+">handed over \d+ unexpected', html)
+    link = re.search(r'<a href="([^"]+)" data-why-link>Why not recalled\?', html).group(1).replace("&amp;", "&")
+    assert "q=article-list-query+escalation" in link and "scope=agent%3Amain" in link
+    assert f"why={store[PHONE].pk}" in link and "profile=default" in link
+    followed = alice_client.get(link).content.decode()
+    assert "Why not recalled?" in followed and str(store[PHONE].pk) in followed
 
 
 def test_each_candidate_and_each_memory_page_lead_to_why_not_recalled(store, alice_client):
