@@ -272,9 +272,15 @@ def _search_results(filters: MemoryListFilterSet) -> tuple[dict | None, web.Unav
             f"{pending} change{'s are' if pending != 1 else ' is'} still waiting to reach the search indexes; "
             "until then search may miss or show outdated memories (see the index health on the dashboard)"
         )
+    results = [found for found in result.results if filters.keeps(found.memory)]
+    answered = {id(found) for found in result.results}
     return {
         "result": result,
-        "results": [found for found in result.results if filters.keeps(found.memory)],
+        "results": results,
+        # Only strong matches are called relevant; weak ones and those under the floor are counted apart.
+        "strong": sum(found.candidate.label == "strong" for found in results),
+        "weak": sum(found.candidate.label == "weak" for found in results),
+        "below": sum(filters.keeps(found.memory) for found in result.candidates if id(found) not in answered),
         "below_floor": [found for found in result.below_floor if filters.keeps(found.memory)],
         "filtered_out": sum(not filters.keeps(found.memory) for found in result.results),
         "text_url": reverse("memory_list") + "?" + urlencode({**filters.data.dict(), "match": "text"}),

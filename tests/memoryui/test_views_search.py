@@ -46,6 +46,18 @@ def test_the_search_box_ranks_by_relevance_and_says_why(store, alice_client):
     assert "Answered: " in html
 
 
+def test_the_header_counts_strong_weak_and_below_floor_apart_and_calls_only_strong_relevant(store, alice_client):
+    response = alice_client.get("/memories/", {"q": "lucky number", "scope": "main"})
+    result = response.context["results"]["search"]["result"]
+    labels = [found.candidate.label for found in result.candidates]
+    head = html_of(response).split('data-state="search"')[1].split("</div>")[0]
+    strong, weak = labels.count("strong"), labels.count("weak")
+    assert strong >= 1 and strong + weak + labels.count("below_floor") == len(labels)
+    assert f'<b data-count="strong">{strong}</b> relevant memor' in head
+    assert f'<span data-count="weak">{weak}</span> weak match' in head
+    assert f'<span data-count="below">{len(labels) - strong - weak}</span> below the floor' in head
+
+
 def test_a_query_nothing_answers_keeps_its_ranking_collapsed_under_the_floor_line(store, alice_client):
     html = html_of(alice_client.get("/memories/", {"q": "quantum entanglement"}, headers=HTMX))
     assert "Nothing relevant to" in html and 'data-state="empty"' in html and "Not answered: " in html
