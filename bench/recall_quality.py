@@ -326,8 +326,7 @@ def _describe(ref: str) -> str:
 
 
 if __name__ == "__main__":
-    if "--code" in sys.argv:  # a child: that commit's code first on the path
-        sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1])
-    else:
-        sys.path.insert(0, str(ROOT))
+    # That commit's code first on the path (a child), in place of bench/, whose mcp.py would shadow
+    # the mcp package.
+    sys.path[0] = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(ROOT)
     main()
