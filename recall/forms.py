@@ -59,6 +59,15 @@ class PlaygroundForm(forms.Form):
     )
     profile = forms.ChoiceField(choices=(), required=False)
     limit = forms.IntegerField(required=False, widget=forms.NumberInput(attrs={"placeholder": "5"}))
+    cut = forms.FloatField(
+        label="Cut",
+        required=False,
+        min_value=0.0,
+        max_value=1.01,
+        widget=forms.NumberInput(attrs={"step": "0.05", "placeholder": "0.7"}),
+        help_text="try another block cut: a memory after the first is handed over at this share of the best "
+        "score (blank: the profile's)",
+    )
     why = forms.CharField(
         label="Why not recalled?",
         required=False,

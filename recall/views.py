@@ -7,6 +7,7 @@ never ran) and the saved trace can be reopened any time later.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
@@ -59,10 +60,13 @@ def _playground_panel(form: PlaygroundForm) -> dict:
         return panel
     data = form.cleaned_data
     profile = data["profile"]
+    settings = profile.settings
+    if data.get("cut") is not None:
+        settings = replace(settings, block_cut=data["cut"])
 
     def run():
         return recall(
-            data["q"], scope=data["scope"], tools=data["tools"], limit=data["limit"], settings=profile.settings,
+            data["q"], scope=data["scope"], tools=data["tools"], limit=data["limit"], settings=settings,
             profile=profile.name,
         )  # fmt: skip
 
@@ -89,7 +93,7 @@ def _playground_panel(form: PlaygroundForm) -> dict:
 
 
 def _without_why(form: PlaygroundForm) -> str:
-    params = {name: form.data.get(name, "") for name in ("q", "scope", "tools", "profile", "limit")}
+    params = {name: form.data.get(name, "") for name in ("q", "scope", "tools", "profile", "limit", "cut")}
     return urlencode({name: value for name, value in params.items() if value})
 
 

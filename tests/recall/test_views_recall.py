@@ -236,3 +236,13 @@ def test_a_golden_query_takes_none_or_short_ids_and_is_removed_only_when_confirm
     assert golden.queries.count() == 2
     assert alice_client.post(delete, {"confirmed": "1"}).status_code == 302
     assert golden.queries.count() == 1
+
+
+def test_the_playground_tries_another_block_cut_and_says_it_in_each_reason(store, alice_client):
+    strict = run(alice_client, q="article-list-query", cut="1.01").content.decode()
+    loose = run(alice_client, q="article-list-query", cut="0").content.decode()
+    assert strict.count('data-decision="selected"') == 1
+    assert loose.count('data-decision="selected"') > 1
+    assert "the cut is 101%" in strict and "the cut is 0%" in loose
+    bad = run(alice_client, q="article-list-query", cut="2")
+    assert bad.status_code == 400 and b"cut" in bad.content
