@@ -74,6 +74,8 @@ def test_a_playground_run_is_saved_as_a_trace_and_reopened(signed_in, live_serve
 def test_two_profiles_compared_on_a_golden_set(signed_in, live_server, ata, screenshot):
     page = signed_in
     RecallProfile.objects.create(name="one-only", description="recall a single memory", knobs={"limit": 1})
+    # Hands over up to its limit whatever the evidence, as recall did before the block was sized.
+    RecallProfile.objects.create(name="up-to-limit", knobs={"block_cut": 0.0, "block_weak_cut": 0.0})
     golden = GoldenSet.objects.create(name="ata tool", scope="agent:main")
     GoldenQuery.objects.create(
         golden_set=golden,
@@ -84,7 +86,7 @@ def test_two_profiles_compared_on_a_golden_set(signed_in, live_server, ata, scre
     GoldenQuery.objects.create(golden_set=golden, query="quantum entanglement of photons", expected_ids=[])
     page.goto(f"{live_server.url}/recall/golden/")
     page.get_by_role("link", name="ata tool").click()
-    page.locator("#id_a").select_option("default")
+    page.locator("#id_a").select_option("up-to-limit")
     page.locator("#id_b").select_option("one-only")
     page.get_by_role("button", name="Run").click()
 
@@ -98,5 +100,5 @@ def test_two_profiles_compared_on_a_golden_set(signed_in, live_server, ata, scre
     moved = results.locator("[data-moved]").first
     expect(moved).to_contain_text("−")  # limit 1 drops one of the two expected memories
     expect(results.locator("[data-moved]").nth(1)).to_contain_text("no change")
-    assert "a=default" in page.url and "b=one-only" in page.url
+    assert "a=up-to-limit" in page.url and "b=one-only" in page.url
     screenshot("compared")
