@@ -15,9 +15,12 @@ retrievals, in two stages with one objective each:
   block precision and block recall (beta 1 unless asked), or the best precision at a block recall
   floor (`min_block_recall`).
 
-With `holdout` a share of the queries (picked by a hash of each query, so the same share every
-time) is kept out of the fit, and every metric is reported on it too: out-of-sample numbers beside
-the in-sample ones say whether the knobs carry beyond the queries they were fitted on.
+With `holdout` the knobs are cross-validated: the queries are dealt into round(1 / holdout) folds
+by a hash of each query (the same folds every time), each fold is held out in turn while the knobs
+are fitted on the others, and each held-out query is scored with the knobs fitted without it.
+Those out-of-sample numbers cover the same queries as the in-sample ones (every query fitted on,
+every query held out once), so the gap between the two is what fitting bought that does not
+carry, not the difference between two samples of queries.
 
 The starting settings are always among the candidates, so a calibration holds or improves each
 objective on the set; ties keep the starting value. The sets must be big enough to say
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, astuple, dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -112,7 +115,9 @@ class Calibration:
     block_start: block.BlockKnobs | None = None  # None: the block was not calibrated
     block_best: block.BlockKnobs | None = None
     objective: dict = field(default_factory=dict)  # the block's: {"beta"} or {"min_block_recall"}
-    holdout: dict | None = None  # {"share", "queries", "before", "after"}: the queries kept out of the fit
+    # With cross-validation: {"share", "folds", "queries", "answerable", "before", "after"}, the
+    # queries scored out of sample (each with the knobs fitted without its fold).
+    holdout: dict | None = None
 
     @property
     def min_answered_met(self) -> bool | None:
@@ -120,6 +125,11 @@ class Calibration:
         if self.min_answered is None:
             return None
         return self.after["answerable"]["answered"] >= self.min_answered
+
+    def settings(self, start: RecallSettings) -> RecallSettings:
+        """`start` with the calibrated retrieval and block knobs."""
+        settings = replace(start, retrieval=self.best)
+        return with_block(settings, self.block_best) if self.block_best is not None else settings
 
     def knobs(self, which: str = "best") -> dict:
         """The calibrated knobs (or the starting ones), retrieval's and the block's, flat."""
@@ -320,9 +330,7 @@ def _round(value: float) -> float:
 def save_profile(name: str, start: RecallSettings, result: Calibration, golden: list[str], embedder) -> RecallProfile:
     """Save `start` with the calibrated retrieval and block knobs as profile `name` (only what differs
     from the embedder's defaults), with the embedder it was calibrated for and the calibration's numbers."""
-    settings = replace(start, retrieval=result.best)
-    if result.block_best is not None:
-        settings = with_block(settings, result.block_best)
+    settings = result.settings(start)
     defaults = RecallSettings.from_dict(embedder_defaults(embedder)).to_dict()
     knobs = {knob: value for knob, value in settings.to_dict().items() if defaults[knob] != value}
     with transaction.atomic():
@@ -398,24 +406,45 @@ def block_score(samples: list[BlockSample], knobs: block.BlockKnobs, *, beta: fl
     """Block precision (of all memories handed over, the share expected), block recall (of a query's
     expected memories, the share handed over, averaged over the queries expecting some), their
     F-measure, and the mean block size."""
-    handed = right = answerable = 0
-    recall_sum = 0.0
+    return _block_metrics(_block_counts(samples, knobs), beta)
+
+
+@dataclass
+class BlockCounts:
+    """What the block metrics are made of; counts of several runs add up."""
+
+    queries: int = 0
+    answerable: int = 0
+    handed: int = 0
+    right: int = 0
+    recall_sum: float = 0.0
+
+    def __add__(self, other: BlockCounts) -> BlockCounts:
+        return BlockCounts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+def _block_counts(samples: list[BlockSample], knobs: block.BlockKnobs) -> BlockCounts:
+    counts = BlockCounts(queries=len(samples))
     for sample in samples:
         placements = block.size_block(sample.entries, sample.limit, knobs, sample.similarity)
         given = {p.id for p in placements if p.kept}
-        handed += len(given)
-        right += len(given & sample.expected)
+        counts.handed += len(given)
+        counts.right += len(given & sample.expected)
         if sample.expected:
-            answerable += 1
-            recall_sum += len(given & sample.expected) / len(sample.expected)
-    precision = right / handed if handed else 0.0
-    recall = recall_sum / answerable if answerable else 0.0
+            counts.answerable += 1
+            counts.recall_sum += len(given & sample.expected) / len(sample.expected)
+    return counts
+
+
+def _block_metrics(counts: BlockCounts, beta: float) -> dict:
+    precision = counts.right / counts.handed if counts.handed else 0.0
+    recall = counts.recall_sum / counts.answerable if counts.answerable else 0.0
     f = (1 + beta**2) * precision * recall / (beta**2 * precision + recall) if precision + recall else 0.0
     return {
         "precision": _round(precision),
         "recall": _round(recall),
         "f": _round(f),
-        "size": _round(handed / len(samples)) if samples else 0.0,
+        "size": _round(counts.handed / counts.queries) if counts.queries else 0.0,
     }
 
 
@@ -440,15 +469,15 @@ def calibrate_block(
     return best
 
 
-def split_holdout(samples: list[Sample], share: float) -> tuple[list[Sample], list[Sample]]:
-    """(fit, held out): each query kept out when a hash of it falls under `share`, the same every run."""
-    if not share:
-        return samples, []
-    fit, held = [], []
+def folds(samples: list[Sample], share: float) -> list[list[Sample]]:
+    """The samples dealt into round(1 / share) folds (at least 2) by a hash of each query: the same
+    folds every run, whatever order the queries come in."""
+    count = max(2, round(1 / share))
+    dealt: list[list[Sample]] = [[] for _ in range(count)]
     for sample in samples:
         digest = hashlib.sha256(f"{sample.scope}\n{sample.query}".encode()).digest()
-        (held if int.from_bytes(digest[:4], "big") / 2**32 < share else fit).append(sample)
-    return fit, held
+        dealt[int.from_bytes(digest[:4], "big") * count >> 32].append(sample)
+    return dealt
 
 
 def calibrate_recall(
@@ -464,33 +493,78 @@ def calibrate_recall(
 ) -> Calibration:
     """Calibrate the retrieval knobs (`calibrate`), then the block's on the calibrated retrieval.
 
-    Every metric is in-sample, on the queries fitted; with `holdout` the share kept out is scored
-    before and after too (`Calibration.holdout`)."""
-    if not 0 <= holdout < 1:
-        raise CalibrationRefused(f"holdout must be a share from 0 up to (not including) 1, got {holdout:g}")
+    Every metric is in-sample, on all the queries, fitted on all of them; with `holdout` the same
+    queries are scored out of sample too, each with the knobs fitted without its fold
+    (`Calibration.holdout`)."""
+    if not 0 <= holdout <= 0.5:
+        raise CalibrationRefused(f"holdout must be a share from 0 up to 0.5 (at least two folds), got {holdout:g}")
     now = now or timezone.now()
-    fit, held = split_holdout(samples, holdout)
+    options = {"min_answered": min_answered, "beta": beta, "min_block_recall": min_block_recall, "now": now}
+    result = _fit(samples, start, skipped=skipped, **options)
+    if holdout:
+        dealt = folds(samples, holdout)
+        if any(not fold for fold in dealt):
+            raise CalibrationRefused(
+                f"holdout {holdout:g} deals {len(samples)} queries into {len(dealt)} folds, and one is empty: "
+                "hold out a larger share or add golden queries"
+            )
+        parts = []
+        for index, held in enumerate(dealt):
+            fit = [sample for other, fold in enumerate(dealt) if other != index for sample in fold]
+            try:
+                fitted = _fit(fit, start, **options)
+            except CalibrationRefused as exc:
+                raise CalibrationRefused(f"holding out fold {index + 1} of {len(dealt)}: {exc}") from None
+            parts.append(_counted(held, fitted.settings(start), now=now))
+        result.holdout = {
+            "share": holdout,
+            "folds": len(dealt),
+            "queries": len(samples),
+            "answerable": result.answerable,
+            "before": _scored(samples, start, beta=beta, now=now),
+            "after": _pooled(parts, beta),
+        }
+    return result
+
+
+def _fit(samples: list[Sample], start: RecallSettings, *, skipped=None, min_answered, beta, min_block_recall, now):
     result = calibrate(
-        fit, start.retrieval, k=start.retrieval.limit, min_answered=min_answered, skipped=skipped, now=now
+        samples, start.retrieval, k=start.retrieval.limit, min_answered=min_answered, skipped=skipped, now=now
     )
     retrieval_start, retrieval_best = start, replace(start, retrieval=result.best)
     result.block_start = start.block
     result.block_best = calibrate_block(
-        block_samples(fit, retrieval_best, now=now), start.block, beta=beta, min_recall=min_block_recall
+        block_samples(samples, retrieval_best, now=now), start.block, beta=beta, min_recall=min_block_recall
     )
-    result.before["block"] = block_score(block_samples(fit, retrieval_start, now=now), start.block, beta=beta)
-    result.after["block"] = block_score(block_samples(fit, retrieval_best, now=now), result.block_best, beta=beta)
+    result.before["block"] = block_score(block_samples(samples, retrieval_start, now=now), start.block, beta=beta)
+    result.after["block"] = block_score(block_samples(samples, retrieval_best, now=now), result.block_best, beta=beta)
     result.objective = {"beta": beta} if min_block_recall is None else {"min_block_recall": min_block_recall}
-    if held:
-        calibrated = with_block(retrieval_best, result.block_best)
-        result.holdout = {
-            "share": holdout,
-            "queries": len(held),
-            "answerable": sum(bool(s.expected) for s in held),
-            "before": _scored(held, start, beta=beta, now=now),
-            "after": _scored(held, calibrated, beta=beta, now=now),
-        }
     return result
+
+
+def _counted(samples: list[Sample], settings: RecallSettings, *, now) -> tuple[dict, BlockCounts]:
+    """One held-out fold scored with the knobs fitted without it: retrieval's metrics and the block's counts."""
+    scored = score(samples, settings.retrieval, k=settings.retrieval.limit, now=now)
+    return scored, _block_counts(block_samples(samples, settings, now=now), settings.block)
+
+
+def _pooled(parts: list[tuple[dict, BlockCounts]], beta: float) -> dict:
+    """The held-out folds' metrics as one set: shares weighted by the queries they are shares of."""
+    pooled: dict[str, dict] = {}
+    for kind in ("answerable", "unanswerable"):
+        total = sum(scored[kind]["queries"] for scored, _ in parts)
+        pooled[kind] = {"queries": total}
+        for metric in parts[0][0][kind]:
+            if metric != "queries":
+                weighted = sum(scored[kind][metric] * scored[kind]["queries"] for scored, _ in parts)
+                pooled[kind][metric] = _share(weighted, total)
+    answerable, unanswerable = pooled["answerable"], pooled["unanswerable"]
+    pooled["objectives"] = {
+        "ranking": _round((answerable["recall@k"] + answerable["mrr"]) / 2),
+        "answerability": _round((answerable["answered"] + unanswerable["silent"]) / 2),
+    }
+    pooled["block"] = _block_metrics(sum((counts for _, counts in parts), BlockCounts()), beta)
+    return pooled
 
 
 def _scored(samples: list[Sample], settings: RecallSettings, *, beta: float, now) -> dict:

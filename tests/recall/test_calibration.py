@@ -12,8 +12,10 @@ import json
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from memoryui.models import Memory, TaskRun
+from recall import calibration
 from recall.golden import LabelledSetError, import_labelled
 from recall.models import GoldenQuery, GoldenSet, RecallProfile
 from searchindex import embeddings
@@ -69,19 +71,43 @@ def test_calibration_holds_or_improves_both_objectives_and_the_saved_profile_rep
     assert status == 0 and again["before"] == first["after"] and again["changed"] == {}
 
 
-def test_holdout_reports_out_of_sample_numbers_beside_in_sample_ones_and_the_profile_reproduces_them(golden):
+def test_holdout_cross_validates_every_query_and_the_profile_reproduces_the_in_sample_numbers(golden):
     document, status = calibrate("--golden", TRAVEL, "--holdout", "0.3", "--save-profile", "travel-holdout")
     holdout = document["holdout"]
-    assert status == 0 and holdout["share"] == 0.3 and holdout["queries"] + document["queries"] == 55
-    assert 0 < holdout["queries"] < 55 // 2
+    assert status == 0 and holdout["share"] == 0.3 and holdout["folds"] == 3
+    assert holdout["queries"] == document["queries"] == 55 and holdout["answerable"] == 45
     assert set(holdout["after"]) == {"answerable", "unanswerable", "objectives", "block"}
+    assert holdout["before"] == document["before"], "the starting knobs are not fitted: the same in and out of sample"
     for side in ("before", "after"):
         assert 0 <= holdout[side]["block"]["precision"] <= 1 and 0 <= holdout[side]["block"]["recall"] <= 1
     same, _ = calibrate("--golden", TRAVEL, "--holdout", "0.3", "--dry-run")
-    assert same["holdout"]["queries"] == holdout["queries"], "the same queries are held out every run"
+    assert same["holdout"] == holdout, "the same folds every run"
     again, status = calibrate("--golden", TRAVEL, "--holdout", "0.3", "--profile", "travel-holdout", "--dry-run")
-    assert status == 0 and again["holdout"]["before"] == holdout["after"], "the saved profile gives the same numbers"
-    assert again["before"]["block"] == document["after"]["block"]
+    assert status == 0 and again["before"] == document["after"], "the saved profile gives the in-sample numbers"
+    five, _ = calibrate("--golden", TRAVEL, "--holdout", "0.2", "--dry-run")
+    assert five["holdout"]["folds"] == 5 and five["after"] == document["after"], "the fit on all is the same"
+
+
+def test_folds_deal_each_query_once_whatever_the_order(golden):
+    samples, _ = calibration.collect([golden], RetrievalSettings())
+    dealt = calibration.folds(samples, 0.3)
+    assert len(dealt) == 3 and sorted(len(f) for f in dealt)[0] > 0
+    assert sorted(id(s) for fold in dealt for s in fold) == sorted(id(s) for s in samples)
+    reversed_ = calibration.folds(samples[::-1], 0.3)
+    assert [{s.query for s in fold} for fold in reversed_] == [{s.query for s in fold} for fold in dealt]
+    assert len(calibration.folds(samples, 0.5)) == 2 and len(calibration.folds(samples, 0.1)) == 10
+
+
+def test_pooled_folds_score_as_the_whole_set_when_one_setting_scores_them_all(golden):
+    samples, _ = calibration.collect([golden], RetrievalSettings())
+    settings = RecallProfile.objects.resolve("default").settings
+    now = timezone.now()
+    whole = calibration._scored(samples, settings, beta=1.0, now=now)
+    parts = [calibration._counted(fold, settings, now=now) for fold in calibration.folds(samples, 0.25)]
+    pooled = calibration._pooled(parts, 1.0)
+    assert pooled["block"] == whole["block"] and pooled["unanswerable"] == whole["unanswerable"]
+    for metric, value in whole["answerable"].items():
+        assert pooled["answerable"][metric] == pytest.approx(value, abs=2e-4), metric
 
 
 def test_the_block_can_be_fitted_for_precision_at_a_recall_floor(golden):
@@ -90,7 +116,7 @@ def test_the_block_can_be_fitted_for_precision_at_a_recall_floor(golden):
     assert document["after"]["block"]["recall"] >= 0.5
     loose, _ = calibrate("--golden", TRAVEL, "--block-beta", "0.5", "--dry-run")
     assert loose["block_objective"] == {"beta": 0.5}
-    for bad in (("--holdout", "1"), ("--min-block-recall", "1.5"), ("--block-beta", "0")):
+    for bad in (("--holdout", "1"), ("--holdout", "0.6"), ("--min-block-recall", "1.5"), ("--block-beta", "0")):
         with pytest.raises(CommandError, match=bad[0]):
             call_command("calibrate", "--golden", TRAVEL, *bad, "--dry-run", stdout=io.StringIO())
 

@@ -41,8 +41,8 @@ class Command(ReportingCommand):
             type=float,
             default=0.0,
             metavar="SHARE",
-            help="keep this share (0..1) of the queries out of the fit and report every metric on it too "
-            "(out of sample, beside the in-sample numbers)",
+            help="cross-validate: deal the queries into round(1/SHARE) folds (SHARE up to 0.5), hold each out in "
+            "turn while fitting on the others, and report every metric out of sample beside the in-sample numbers",
         )
         parser.add_argument(
             "--block-beta",
@@ -78,10 +78,14 @@ class Command(ReportingCommand):
         min_answered = options["min_answered"]
         if min_answered is not None and not 0 <= min_answered <= 1:
             raise CommandError(f"--min-answered: must be a share between 0 and 1, got {min_answered:g}")
-        for name in ("holdout", "min_block_recall"):
-            value = options[name]
-            if value is not None and not 0 <= value < (1 if name == "holdout" else 1.0001):
-                raise CommandError(f"--{name.replace('_', '-')}: must be a share between 0 and 1, got {value:g}")
+        if not 0 <= options["holdout"] <= 0.5:
+            raise CommandError(
+                f"--holdout: must be a share from 0 up to 0.5 (at least two folds), got {options['holdout']:g}"
+            )
+        if options["min_block_recall"] is not None and not 0 <= options["min_block_recall"] <= 1:
+            raise CommandError(
+                f"--min-block-recall: must be a share between 0 and 1, got {options['min_block_recall']:g}"
+            )
         if options["block_beta"] <= 0:
             raise CommandError(f"--block-beta: must be above 0, got {options['block_beta']:g}")
         start = start_profile.settings
@@ -138,8 +142,9 @@ def _describe(document: dict) -> str:
     holdout = document["holdout"]
     if holdout:
         lines.append(
-            f"in sample: the {document['queries']} queries fitted; out of sample: {holdout['queries']} held out "
-            f"({holdout['share']:.0%} by a hash of each query), before → after"
+            f"in sample: fitted on all {document['queries']} queries; out of sample: the same queries in "
+            f"{holdout['folds']} folds dealt by a hash of each query, each scored with the knobs fitted without "
+            "its fold; before → after"
         )
     for kind in ("answerable", "unanswerable", "objectives", "block"):
         for metric, value in before[kind].items():
