@@ -37,7 +37,7 @@ set and path runs the queries with that commit's code on its path.
 from __future__ import annotations
 
 import argparse
-import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -69,34 +69,15 @@ def collect(name: str, path: str, limit: int, settings_json: str) -> dict:
     import django
 
     django.setup()
-    from django.core.management import call_command
-    from django.db import transaction
-
-    from memoryui.models import IndexOutbox, Memory, MemoryEvent
-    from recall.golden import import_labelled, labelled_id, read_labelled
+    from recall.golden import labelled_id, read_labelled
     from recall.knobs import RecallSettings
     from recall.pipeline import recall
-    from searchindex import health
     from searchindex import indexes as search_indexes
     from searchindex.defaults import active_defaults
 
     data = json.loads(SETS[name].read_text(encoding="utf-8"))
     memories, queries = read_labelled(data)
-    call_command("migrate", verbosity=0)
-    embedder = search_indexes.get_index("vector").embedder.name
-    fingerprint = hashlib.sha256(SETS[name].read_bytes() + embedder.encode()).hexdigest()
-    marker = Path(os.environ["MEMORYUI_DATA_DIR"]) / "store.fingerprint"
-    if not (marker.exists() and marker.read_text() == fingerprint and all(d.ok for d in health.verify())):
-        print(f"{name}: loading {len(memories)} memories, indexing with {embedder} …", file=sys.stderr)
-        with transaction.atomic():
-            MemoryEvent.objects.all().delete()
-            IndexOutbox.objects.all().delete()
-            Memory.objects.all().delete()
-        health.rebuild()
-        import_labelled(data, name=name, actor="bench")
-        IndexOutbox.objects.all().delete()
-        marker.write_text(fingerprint)
-    search_indexes.get_index("bm25").optimize()  # one segment: exact BM25 statistics (see retrieval_quality)
+    embedder = _labelled_store().ensure(name, SETS[name], len(memories))
     settings = RecallSettings.from_dict({**active_defaults(), **json.loads(settings_json or "{}")})
     selector_config, server = None, None
     if path == "selector":
@@ -123,6 +104,14 @@ def collect(name: str, path: str, limit: int, settings_json: str) -> dict:
             server.__exit__(None, None, None)
         search_indexes.close_indexes()
     return {"set": name, "path": path, "embedder": embedder, "runs": runs}
+
+
+def _labelled_store():
+    """bench/labelled_store.py, by its path: the tree first on sys.path may be another commit's."""
+    spec = importlib.util.spec_from_file_location("labelled_store", Path(__file__).with_name("labelled_store.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _selector(limit: int):
@@ -206,7 +195,8 @@ def report(collected: dict) -> dict:
         by_kind[run["type"]].append(run)
     modes = defaultdict(int)
     for run in runs:
-        modes[run["mode"] if not run["fallback_reason"] else f"{run['mode']} ({run['fallback_reason'][:40]})"] += 1
+        why = run["fallback_reason"].split(":")[0]  # the reason's kind, without its details
+        modes[f"{run['mode']} ({why})" if why else run["mode"]] += 1
     return {
         "all": metrics(runs),
         "by_kind": {kind: metrics(group) for kind, group in sorted(by_kind.items())},

@@ -84,36 +84,15 @@ def collect(name: str) -> dict:
     import django
 
     django.setup()
-    from django.core.management import call_command
-    from django.db import transaction
-
-    from memoryui.models import IndexOutbox, Memory, MemoryEvent
-    from recall.golden import import_labelled
+    from bench import labelled_store
     from recall.pipeline import BLOCK_HEADING, recall
-    from searchindex import health
     from searchindex import indexes as search_indexes
     from searchindex.fusion import RetrievalSettings
     from searchindex.search import check_outside_top_k, retrieve
 
     path = SETS[name]
     memories, queries = labelled_set(path)
-    call_command("migrate", verbosity=0)
-    embedder = search_indexes.get_index("vector").embedder.name
-    fingerprint = hashlib.sha256(path.read_bytes() + embedder.encode()).hexdigest()
-    marker = Path(os.environ["MEMORYUI_DATA_DIR"]) / "store.fingerprint"
-    if not (marker.exists() and marker.read_text() == fingerprint and all(d.ok for d in health.verify())):
-        print(f"{name}: loading {len(memories)} memories, indexing with {embedder} …", file=sys.stderr)
-        with transaction.atomic():
-            MemoryEvent.objects.all().delete()
-            IndexOutbox.objects.all().delete()
-            Memory.objects.all().delete()
-        health.rebuild()  # empty
-        import_labelled(json.loads(path.read_text(encoding="utf-8")), name=name, actor="bench")
-        IndexOutbox.objects.all().delete()
-        marker.write_text(fingerprint)
-    # Whoosh keeps counting a replaced entry until its segment is merged, so a store indexed twice
-    # (the write, then a sync) has doubled statistics; one segment makes them exact, as PostgreSQL's are.
-    search_indexes.get_index("bm25").optimize()
+    embedder = labelled_store.ensure(name, path, len(memories))
     settings = RetrievalSettings()
     runs = []
     for q in queries:
