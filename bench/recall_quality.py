@@ -195,7 +195,7 @@ def report(collected: dict) -> dict:
         by_kind[run["type"]].append(run)
     modes = defaultdict(int)
     for run in runs:
-        why = run["fallback_reason"].split(":")[0]  # the reason's kind, without its details
+        why = (run["fallback_reason"] or "").split(":")[0]  # the reason's kind, without its details
         modes[f"{run['mode']} ({why})" if why else run["mode"]] += 1
     return {
         "all": metrics(runs),
