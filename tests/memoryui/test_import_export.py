@@ -334,7 +334,8 @@ def test_an_unreadable_path_is_a_command_error_with_a_json_report(tmp_path):
 
 def test_the_command_exits_1_and_still_prints_one_json_document(tmp_path):
     path = write_lines(tmp_path / "in.jsonl", "{broken")
-    env = {**os.environ, "MEMORYUI_DATA_DIR": str(tmp_path / "data")}
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"MEMORYUI_DATA_DIR": str(tmp_path / "data")}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=Path(settings.BASE_DIR), env=env, check=True)
     result = subprocess.run(
         [sys.executable, "manage.py", "import_memories", str(path), "--atomic", "--json"],
         cwd=Path(settings.BASE_DIR),

@@ -103,14 +103,16 @@ def test_a_line_with_many_problems_names_the_first_three():
 
 
 def test_the_command_exits_1_with_one_json_document_on_a_file_of_bad_lines(tmp_path):
-    # --atomic: the bad lines are found before the (unmigrated, fresh) database is touched
+    # --atomic: the bad lines are found before the database is written to
     path = tmp_path / "in.jsonl"
     lines = [good("good"), deeply_nested(5000), good("\udfff"), good(created_at="0001-01-01T00:00:00+14:00")]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"MEMORYUI_DATA_DIR": str(tmp_path / "data")}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=Path(settings.BASE_DIR), env=env, check=True)
     result = subprocess.run(
         [sys.executable, "manage.py", "import_memories", str(path), "--atomic", "--json"],
         cwd=Path(settings.BASE_DIR),
-        env={**os.environ, "MEMORYUI_DATA_DIR": str(tmp_path / "data")},
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
