@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 from django.db import transaction
 from django.db.models import Count
@@ -15,7 +14,7 @@ from rest_framework.views import APIView
 from memoryui import extraction, filters, parsers, rest, roles, rules, sessionlogs
 from memoryui.ingestion import MAX_MESSAGES, TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
-from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
+from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH, NAMED_MAX
 from memoryui.serializers import StrictSerializer
 from memoryui.tasks import enqueue_extraction
 
@@ -187,18 +186,11 @@ def _transcript(request, ref: str) -> Transcript:
         visible = visible.filter(scope=rest.scope_param(scopes[0], problems))
         if problems:
             raise exceptions.ValidationError(problems)
-    try:
-        transcript = visible.filter(pk=uuid.UUID(ref)).first()
-    except ValueError:
-        transcript = None
-    if transcript is not None:
-        return transcript
-    named = visible.filter(external_id=ref)
-    found = list(named.order_by("scope")[:21])
+    found = visible.named(ref)
     if not found:
         raise exceptions.NotFound("No transcript with this id in your scopes.")
     if len(found) > 1:
-        scopes = ", ".join(t.scope for t in found[:20])
+        scopes = ", ".join(t.scope for t in found[:NAMED_MAX])
         raise rest.ApiError(
             409,
             f"Transcript id {ref!r} names transcripts in several scopes: add ?scope=.",

@@ -8,7 +8,8 @@ from django.core.management.base import CommandError
 
 from memoryui import sessionlogs
 from memoryui.ingestion import IngestReport, TranscriptError, ingest
-from memoryui.models import ConflictError
+from memoryui.models import ConflictError, Transcript
+from memoryui.models.transcripts import NAMED_MAX
 
 
 def read_text(path: str, stdin=None) -> str:
@@ -56,3 +57,16 @@ def store_transcript(data: dict) -> IngestReport:
         raise CommandError(f"transcript not stored: {details}") from None
     except ConflictError as exc:
         raise CommandError(f"transcript not stored: {exc}") from None
+
+
+def stored_transcript(ref: str, scope: str | None) -> Transcript:
+    """The stored transcript `ref` names: memoryui's id for it, or the id the agent posted it with
+    (`scope`, normalized, picks one when several scopes use that id); a CommandError otherwise."""
+    named = Transcript.objects.filter(scope=scope) if scope else Transcript.objects.all()
+    found = named.named(ref)
+    if not found:
+        raise CommandError(f"no transcript {ref}" + (f" in {scope}" if scope else ""))
+    if len(found) > 1:
+        scopes = ", ".join(t.scope for t in found[:NAMED_MAX])
+        raise CommandError(f"{ref} names transcripts in several scopes ({scopes}): add --scope")
+    return found[0]

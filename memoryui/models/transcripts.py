@@ -12,6 +12,20 @@ from memoryui import rules
 from memoryui.models.fields import StoredJSONDecoder
 
 EXTERNAL_ID_MAX_LENGTH = 200
+NAMED_MAX = 20  # scopes listed when an agent's id names transcripts in several
+
+
+class TranscriptQuerySet(models.QuerySet):
+    def named(self, ref: str) -> list[Transcript]:
+        """The transcripts `ref` names: the one whose memoryui id it is, else the ones an agent posted
+        with that id (one a scope, by scope; at most NAMED_MAX + 1, enough to say there are more)."""
+        try:
+            found = self.filter(pk=uuid.UUID(ref)).first()
+        except ValueError:
+            found = None
+        if found is not None:
+            return [found]
+        return list(self.filter(external_id=ref).order_by("scope")[: NAMED_MAX + 1])
 
 
 class Transcript(models.Model):
@@ -32,6 +46,8 @@ class Transcript(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, help_text="last time messages were added")
     extracted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TranscriptQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]

@@ -8,6 +8,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from memoryui.ingestion import ingest
 from memoryui.models import Memory, TaskRun
@@ -61,3 +62,22 @@ def test_l1_off_in_the_background_is_recorded_on_the_queued_run(server, transcri
     with django_capture_on_commit_callbacks(execute=False):
         report = extract("--transcript", str(transcript.pk), "--l1", "off", "--background")
     assert TaskRun.objects.get(pk=report["task_id"]).params["l1"] == "off"
+
+
+def test_the_transcript_is_named_by_the_id_the_agent_posted_it_with_and_scope_picks_between_scopes(server):
+    turn = [{"role": "user", "content": MIGRATION}, {"role": "assistant", "content": "好的"}]
+    main = ingest({"id": "session-7f3a", "scope": "agent:main", "messages": turn}).transcript
+    other = ingest({"id": "session-7f3a", "scope": "agent:ops", "messages": turn}).transcript
+
+    with pytest.raises(
+        CommandError, match=r"session-7f3a names transcripts in several scopes \(agent:main, agent:ops\)"
+    ):
+        extract("--transcript", "session-7f3a", "--dry-run", "--l1", "off")
+    picked = extract("--transcript", "session-7f3a", "--scope", "agent:ops", "--dry-run", "--l1", "off")
+    assert picked["transcript_id"] == str(other.pk)
+    by_uuid = extract("--transcript", str(main.pk), "--dry-run", "--l1", "off")
+    assert by_uuid["transcript_id"] == str(main.pk)
+    with pytest.raises(CommandError, match="--transcript: no transcript session-7f3a in agent:none"):
+        extract("--transcript", "session-7f3a", "--scope", "agent:none", "--dry-run")
+    with pytest.raises(CommandError, match="--format is for a file"):
+        extract("--transcript", "session-7f3a", "--format", "claude-code")

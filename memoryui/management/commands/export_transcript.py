@@ -7,13 +7,11 @@ python manage.py export_transcript 3f2c… --projected --format openai resumed.j
 
 from __future__ import annotations
 
-import uuid
-
 from django.core.management.base import CommandError
 
 from memoryui import sessionlogs
 from memoryui.management.base import ReportingCommand
-from memoryui.models import Transcript
+from memoryui.management.transcript_files import stored_transcript
 
 
 class Command(ReportingCommand):
@@ -37,7 +35,8 @@ class Command(ReportingCommand):
         )
 
     def handle(self, *args, **options):
-        transcript = self._transcript(options["transcript"], options["scope"])
+        scope = self.scope_option(options["scope"]) if options["scope"] else None
+        transcript = stored_transcript(options["transcript"], scope)
         export = sessionlogs.export(transcript, options["format"], projected=options["projected"])
         text = export.text()
         if not options["path"]:
@@ -65,22 +64,3 @@ class Command(ReportingCommand):
                 f"Wrote {len(export.items)} {export.format} items of transcript {transcript.pk} to {options['path']}"
                 + (f" ({len(export.trimmed)} messages trimmed)." if export.trimmed else ".")
             )
-
-    def _transcript(self, ref: str, scope: str | None) -> Transcript:
-        try:
-            found = Transcript.objects.filter(pk=uuid.UUID(ref)).first()
-        except ValueError:
-            found = None
-        if found is not None:
-            return found
-        named = Transcript.objects.filter(external_id=ref)
-        if scope:
-            named = named.filter(scope=self.scope_option(scope))
-        matches = list(named.order_by("scope")[:21])
-        if not matches:
-            raise CommandError(f"no transcript {ref}")
-        if len(matches) > 1:
-            raise CommandError(
-                f"{ref} names transcripts in several scopes ({', '.join(t.scope for t in matches)}): add --scope"
-            )
-        return matches[0]

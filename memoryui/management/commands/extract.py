@@ -10,14 +10,11 @@ task, and a foreground run refuses (it would extract the same messages beside it
 
 from __future__ import annotations
 
-import uuid
-
 from django.core.management.base import CommandError
 
 from memoryui import extraction, sessionlogs
 from memoryui.management.base import ReportingCommand
-from memoryui.management.transcript_files import read_session, store_transcript
-from memoryui.models import Transcript
+from memoryui.management.transcript_files import read_session, store_transcript, stored_transcript
 from memoryui.tasks import enqueue_extraction
 
 
@@ -34,8 +31,14 @@ class Command(ReportingCommand):
             choices=[*sessionlogs.FORMATS, *sessionlogs.ALIASES],
             help="with a file: its format (default: detected)",
         )
-        parser.add_argument("--scope", help="with a file: its scope (needed for a session log)")
-        parser.add_argument("--transcript", help="the id of a stored transcript")
+        parser.add_argument(
+            "--scope",
+            help="with a file: its scope (needed for a session log); with --transcript: the scope, when the id "
+            "it was posted with is used in several",
+        )
+        parser.add_argument(
+            "--transcript", help="a stored transcript: memoryui's id for it, or the id it was posted with"
+        )
         parser.add_argument("--dry-run", action="store_true", help="show the decisions; write no memory")
         parser.add_argument(
             "--l1",
@@ -49,17 +52,15 @@ class Command(ReportingCommand):
     def handle(self, *args, **options):
         if bool(options["path"]) == bool(options["transcript"]):
             raise CommandError("give either a transcript file or --transcript ID")
-        if options["transcript"] and (options["format"] or options["scope"]):
-            raise CommandError("--format and --scope are for a file; a stored transcript has both")
+        if options["transcript"] and options["format"]:
+            raise CommandError("--format is for a file; a stored transcript has one")
+        scope = self.scope_option(options["scope"]) if options["scope"] else None
         if options["transcript"]:
             try:
-                transcript = Transcript.objects.filter(pk=uuid.UUID(options["transcript"])).first()
-            except ValueError:
-                transcript = None
-            if transcript is None:
-                raise CommandError(f"--transcript: no transcript {options['transcript']}")
+                transcript = stored_transcript(options["transcript"], scope)
+            except CommandError as exc:
+                raise CommandError(f"--transcript: {exc}") from None
         else:
-            scope = self.scope_option(options["scope"]) if options["scope"] else None
             _, data = read_session(options["path"], options.get("stdin"), format=options["format"], scope=scope)
             transcript = store_transcript(data).transcript
         if options["dry_run"]:
