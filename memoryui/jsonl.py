@@ -320,6 +320,9 @@ class ImportReport(Report):
     skipped: int = 0
     errors: list[dict] = field(default_factory=list)
     batch: uuid.UUID | None = None
+    # Of the lines whose id is a memory in another scope: imported as copies (new ids), or found
+    # as copies an earlier import made there (then counted as skipped or updated as well).
+    copied: int = field(default=0, metadata={"omit_empty": True})
     dry_run: bool | None = field(default=None, metadata={"omit_empty": True})  # True, or left out
     preview: list[dict] = field(default_factory=list, metadata={"omit_empty": True})
 
@@ -335,6 +338,7 @@ class _Step:
     memory: Memory
     fields: dict
     changes: dict = field(default_factory=dict)
+    copied: bool = False  # the line's id is a memory in another scope: this is a copy of it
 
 
 class _Rollback(Exception):
@@ -360,31 +364,31 @@ def _entity_key_holders(keys: set[str]) -> dict[tuple[str, str], tuple[uuid.UUID
 
 
 def _plan(
-    valid: list[tuple[int, dict]], *, dedup: bool, scope_override: bool, allow_move: bool, now: datetime
+    valid: list[tuple[int, dict]], *, dedup: bool, allow_move: bool, now: datetime
 ) -> tuple[list[_Step], list[dict]]:
     """Decide what each valid line does, checking it against the database and earlier lines.
 
     A line never moves an existing memory to another scope unless `allow_move`: a scope is
-    an agent's or a user's memory, and a move is not what a restore is expected to do.
+    an agent's or a user's memory, and a move is not what a restore is expected to do. A line
+    whose id is a memory in another scope is imported as a copy: an id of its own, the original
+    in `metadata.copied_from`; importing the same line there again finds that copy.
     """
     existing = _existing_by_id([fields["id"] for _, fields in valid if "id" in fields])
     holders = _entity_key_holders({fields["entity_key"] for _, fields in valid if fields.get("entity_key")})
+    copies = {} if allow_move else _copies_of([f for _, f in valid if _elsewhere(f, existing)])
     steps: list[_Step] = []
     errors: list[dict] = []
+    copy_lines: set[int] = set()
     for number, fields in valid:
         current = existing.get(fields.get("id"))
+        if current is not None and current.scope != fields["scope"] and not allow_move:
+            # Into another scope: a copy with an id of its own (or the one an earlier import made).
+            fields = _as_copy(fields, current)
+            current = copies.get((fields["scope"], str(current.pk)))
+            if current is not None:
+                fields["id"] = current.pk
+            copy_lines.add(number)
         if current is not None:
-            if current.scope != fields["scope"] and not allow_move:
-                says = f"--scope says {fields['scope']}" if scope_override else f"the line says {fields['scope']}"
-                errors.append(
-                    {
-                        "line": number,
-                        "error": f"memory {current.pk} exists in scope {current.scope}; {says}; "
-                        "pass --allow-move to move it"
-                        + (" (or remove the ids to import a copy)" if scope_override else ""),
-                    }
-                )
-                continue
             changes = {
                 name: value for name, value in fields.items() if name != "id" and getattr(current, name) != value
             }
@@ -423,7 +427,38 @@ def _plan(
         if key and status == Memory.Status.ACTIVE:
             holders[(scope, key)] = (step.memory.pk, number)
         steps.append(step)
+    for step in steps:
+        step.copied = step.line in copy_lines
     return steps, errors
+
+
+def _elsewhere(fields: dict, existing: dict[uuid.UUID, Memory]) -> bool:
+    """Whether the line's id is a memory in another scope than the line's."""
+    current = existing.get(fields.get("id"))
+    return current is not None and current.scope != fields["scope"]
+
+
+def _copies_of(lines: list[dict]) -> dict[tuple[str, str], Memory]:
+    """(scope, original id) -> the copy an earlier import made there, for lines whose id lives elsewhere."""
+    ids = sorted({str(fields["id"]) for fields in lines})
+    scopes = {fields["scope"] for fields in lines}
+    found: dict[tuple[str, str], Memory] = {}
+    for start in range(0, len(ids), CHUNK_SIZE):
+        rows = Memory.objects.filter(scope__in=scopes, metadata__copied_from__id__in=ids[start : start + CHUNK_SIZE])
+        for memory in rows:
+            found[(memory.scope, memory.metadata["copied_from"]["id"])] = memory
+    return found
+
+
+def _as_copy(fields: dict, original: Memory) -> dict:
+    """The line as a copy of `original` in the line's scope: no id of its own yet, the original named
+    in `metadata.copied_from`."""
+    copy = {name: value for name, value in fields.items() if name != "id"}
+    copy["metadata"] = {
+        **(fields.get("metadata") or {}),
+        "copied_from": {"id": str(original.pk), "scope": original.scope},
+    }
+    return copy
 
 
 def _apply_update(step: _Step, *, actor: str, batch: uuid.UUID, now: datetime) -> None:
@@ -508,7 +543,8 @@ def import_lines(
     With `dedup`, each new active line goes through the write path's dedup layers (same
     text or entity key in the scope → merged into the existing memory). A line whose id
     exists is skipped when identical and updated in place (an `edited` event) otherwise; one in
-    another scope than the line's (or `scope`) is an error unless `allow_move`, which moves it.
+    another scope than the line's (or `scope`) is imported there as a copy with an id of its own
+    (`copied` counts them), unless `allow_move`, which moves it.
     Bad lines are reported with their numbers; with `atomic`, any error writes nothing.
     Raises rules.ScopeError for a bad `scope`.
     """
@@ -516,14 +552,13 @@ def import_lines(
         scope = rules.normalize_scope(scope)
     valid, errors = parse_lines(lines, scope=scope)
     options = {"atomic": atomic, "dedup": dedup, "allow_move": allow_move, "actor": actor, "dry_run": dry_run}
-    return import_records(valid, errors, scope_override=scope is not None, **options)
+    return import_records(valid, errors, **options)
 
 
 def import_records(
     valid: list[tuple[int, dict]],
     errors: list[dict],
     *,
-    scope_override: bool = False,
     atomic: bool = False,
     dedup: bool = False,
     allow_move: bool = False,
@@ -538,8 +573,9 @@ def import_records(
     report = ImportReport(errors=list(errors), dry_run=dry_run or None)
     if atomic and errors:
         return report
-    steps, plan_errors = _plan(valid, dedup=dedup, scope_override=scope_override, allow_move=allow_move, now=now)
+    steps, plan_errors = _plan(valid, dedup=dedup, allow_move=allow_move, now=now)
     report.errors = sorted(report.errors + plan_errors, key=lambda error: error["line"])
+    report.copied = sum(step.copied for step in steps)
     if atomic and report.errors:
         return report
     if dry_run:

@@ -140,4 +140,6 @@ def _summary(report: FileImportReport, *, would: bool) -> str:
     if report.merged:
         said.append(f"{'merge' if would else 'merged'} {report.merged} into existing ones")
     said.append(f"{'leave' if would else 'left'} {report.skipped} unchanged or skipped")
+    if report.copied:
+        said.append(f"{report.copied} of them copies of memories of another scope, with ids of their own")
     return ", ".join(said)

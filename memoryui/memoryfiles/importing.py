@@ -71,10 +71,10 @@ def import_files(
         report = jsonl.import_lines(io.BytesIO(files[0].data), scope=scope, **options)
         return FileImportReport(**vars(report), format=format)
     parsed = PARSERS[format](files, scope=scope)
-    return _import_parsed(parsed, format=format, scope_override=scope is not None, **options)
+    return _import_parsed(parsed, format=format, **options)
 
 
-def _import_parsed(parsed: Parsed, *, format: str, scope_override: bool, atomic: bool, **options) -> FileImportReport:
+def _import_parsed(parsed: Parsed, *, format: str, atomic: bool, **options) -> FileImportReport:
     where: list[tuple[str, int]] = []  # position - 1 → (file, line)
     valid: list[tuple[int, dict]] = []
     invalid: list[dict] = []
@@ -99,7 +99,7 @@ def _import_parsed(parsed: Parsed, *, format: str, scope_override: bool, atomic:
     if atomic and parsed.errors:
         report = jsonl.ImportReport(errors=invalid, dry_run=options["dry_run"] or None)
     else:
-        report = jsonl.import_records(valid, invalid, scope_override=scope_override, atomic=atomic, **options)
+        report = jsonl.import_records(valid, invalid, atomic=atomic, **options)
 
     def located(entry: dict) -> dict:
         file, line = where[entry["line"] - 1]

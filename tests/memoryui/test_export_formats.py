@@ -92,3 +92,24 @@ def test_markdown_export_needs_a_new_or_empty_directory(tmp_path, store):
     assert "not an empty directory" in report["error"]
     assert (tmp_path / "taken" / "keep.md").read_text() == "mine"
     assert "writes to a PATH" in run_failing("export_memories", "-", "--format", "mem0")["error"]
+
+
+@pytest.mark.parametrize("format", ["markdown-dir", "mem0"])
+def test_an_export_imported_into_another_scope_is_copied_there_and_the_originals_stay(tmp_path, store, format):
+    exported = tmp_path / "export"
+    scope = "agent:main" if format == "markdown-dir" else "user:alice"
+    count = run("export_memories", exported, "--format", format, "--scope", scope)["exported"]
+    before = _memories()
+
+    report = run("import_memories", exported, "--format", format, "--scope", "agent:copy")
+    assert (report["imported"], report["copied"], report["errors"]) == (count, count, [])
+    copies = Memory.objects.filter(scope="agent:copy")
+    exported_ones = Memory.objects.active().filter(scope=scope)
+    originals = {str(pk): text for pk, text in exported_ones.values_list("id", "text")}
+    assert {copy.metadata["copied_from"]["id"]: copy.text for copy in copies} == originals
+    assert {copy.metadata["copied_from"]["scope"] for copy in copies} == {scope}
+    assert [row for row in _memories() if row[1] != "agent:copy"] == before, "the originals are untouched"
+
+    again = run("import_memories", exported, "--format", format, "--scope", "agent:copy")
+    assert (again["imported"], again["updated"], again["copied"]) == (0, 0, count), "each copy is found again"
+    assert Memory.objects.filter(scope="agent:copy").count() == count

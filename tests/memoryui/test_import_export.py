@@ -190,12 +190,13 @@ def test_scope_option_sets_every_scope_and_normalizes_a_bare_agent_id(tmp_path):
     assert set(Memory.objects.values_list("scope", flat=True)) == {"agent:main"}
 
 
-def test_scope_option_does_not_move_an_existing_memory_to_another_scope(tmp_path, make_memory):
+def test_scope_option_copies_an_existing_memory_into_another_scope_and_does_not_move_it(tmp_path, make_memory):
     memory = make_memory("mine", scope="agent:main")
     path = write_lines(tmp_path / "in.jsonl", line("mine", id=str(memory.pk)))
-    report, _ = run_failing("import_memories", str(path), "--scope", "agent:copy")
-    assert "exists in scope agent:main; --scope says agent:copy" in report["errors"][0]["error"]
+    report = run("import_memories", str(path), "--scope", "agent:copy")
+    assert (report["imported"], report["copied"], report["errors"]) == (1, 1, [])
     assert Memory.objects.get(pk=memory.pk).scope == "agent:main"
+    assert Memory.objects.get(scope="agent:copy").metadata["copied_from"]["id"] == str(memory.pk)
 
 
 def test_every_imported_memory_has_a_created_event_from_the_import_batch(tmp_path):

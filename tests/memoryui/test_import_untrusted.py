@@ -126,21 +126,22 @@ def test_the_command_exits_1_with_one_json_document_on_a_file_of_bad_lines(tmp_p
 # --- scope moves ---------------------------------------------------------------------------
 
 
-def test_a_line_with_an_existing_id_in_another_scope_is_refused(tmp_path, make_memory):
+def test_a_line_with_an_existing_id_in_another_scope_is_imported_there_as_a_copy(tmp_path, make_memory):
     memory = make_memory("The user runs 1000 RTX 4070s in an IDC.", kind="fact", scope="agent:main")
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps(jsonl.memory_record(memory) | {"scope": "agent:test-w"}) + "\n", encoding="utf-8")
     report, error = import_file(path)
-    assert report["errors"] == [
-        {
-            "line": 1,
-            "error": f"memory {memory.pk} exists in scope agent:main; the line says agent:test-w; "
-            "pass --allow-move to move it",
-        }
-    ]
-    assert error is not None
+    assert (report["imported"], report["copied"], report["errors"], error) == (1, 1, [], None)
+    copy = Memory.objects.get(scope="agent:test-w")
+    assert copy.pk != memory.pk and copy.text == memory.text and copy.kind == "fact"
+    assert copy.metadata["copied_from"] == {"id": str(memory.pk), "scope": "agent:main"}
+    assert copy.events.get().action == "created"
     assert Memory.objects.get(pk=memory.pk).scope == "agent:main"
     assert not MemoryEvent.objects.filter(memory=memory, action="edited").exists()
+
+    again, _ = import_file(path)
+    assert (again["imported"], again["skipped"], again["copied"]) == (0, 1, 1), "the copy is found, not made twice"
+    assert Memory.objects.count() == 2
 
 
 def test_allow_move_moves_it_and_records_the_move_in_its_history(tmp_path, make_memory):
@@ -161,12 +162,10 @@ def test_allow_move_also_lets_the_scope_option_move_a_memory(tmp_path, make_memo
     path = tmp_path / "in.jsonl"
     path.write_text(good("mine", id=str(memory.pk)) + "\n", encoding="utf-8")
     report, _ = import_file(path, "--scope", "agent:copy")
-    assert report["errors"][0]["error"] == (
-        f"memory {memory.pk} exists in scope agent:main; --scope says agent:copy; pass --allow-move to move it "
-        "(or remove the ids to import a copy)"
-    )
+    assert (report["imported"], report["copied"]) == (1, 1) and Memory.objects.get(pk=memory.pk).scope == "agent:main"
     report, _ = import_file(path, "--scope", "agent:copy", "--allow-move")
-    assert report["updated"] == 1 and Memory.objects.get(pk=memory.pk).scope == "agent:copy"
+    assert (report["updated"], report.get("copied", 0)) == (1, 0)
+    assert Memory.objects.get(pk=memory.pk).scope == "agent:copy"
 
 
 def test_the_same_scope_is_not_a_move(tmp_path):

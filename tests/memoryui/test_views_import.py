@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from memoryui import jsonl
 from memoryui.models import Memory, MemoryEvent
 
 from .formats import FIXTURES, counts
@@ -142,3 +144,17 @@ def test_a_jsonl_upload_previews_by_line_and_imports_with_its_own_scopes(erin_cl
     assert '<td class="mono small">line 3</td>' in body
     erin_client.post(URL, {"token": erin_client.session["pending_import"]["token"], "confirmed": "1"})
     assert counts("tier") == {"core": 2, "working": 1, "peripheral": 1}
+
+
+def test_an_upload_of_memories_of_another_scope_previews_and_imports_copies(erin_client, make_memory):
+    original = make_memory("Deploys go out on Thursdays.", kind="fact", scope="agent:main")
+    line = jsonl.memory_record(original)
+    body = erin_client.post(
+        URL, {"file": upload("mine.jsonl", (json.dumps(line) + "\n").encode()), "scope": "agent:copy"}
+    ).content.decode()
+    assert "Would import 1 memory" in body and "1 of them copies of memories of another scope" in body
+    assert body.count("new id") == 1
+    erin_client.post(URL, {"token": erin_client.session["pending_import"]["token"], "confirmed": "1"})
+    copy = Memory.objects.get(scope="agent:copy")
+    assert copy.pk != original.pk and copy.metadata["copied_from"] == {"id": str(original.pk), "scope": "agent:main"}
+    assert Memory.objects.get(pk=original.pk).scope == "agent:main"

@@ -20,7 +20,8 @@ class Command(ReportingCommand):
         "(one .md per memory with front matter), the added-memories bullets of a CLAUDE.md/GEMINI.md/"
         "QWEN.md context file, or a mem0 get_all JSON export; --format, or detected from PATH. "
         "Duplicates are kept (a faithful restore) unless --dedup; a memory whose id exists is skipped when "
-        "identical, updated otherwise, and never moved to another scope unless --allow-move. Memories read "
+        "identical, updated otherwise, and never moved to another scope unless --allow-move: imported into "
+        "another scope, it is copied there (an id of its own, the original in metadata.copied_from). Memories read "
         "from other tools' files get stable ids, so importing them again changes nothing. Bad files and lines "
         "are reported by name and number and the command exits 1. With --background the memories are "
         "searchable by keyword when the command returns and their embedding is spread over the Celery "
@@ -38,7 +39,7 @@ class Command(ReportingCommand):
             "--allow-move",
             action="store_true",
             help="move a memory whose id exists in another scope to the line's scope (or --scope), "
-            "recorded in its history; without it such a line is an error",
+            "recorded in its history; without it such a line is imported there as a copy",
         )
         parser.add_argument(
             "--dry-run", action="store_true", help="show what would be written (each memory, new/unchanged/updated)"
