@@ -7,9 +7,12 @@ deterministic path and say so.
 An answer with an `AnswerSchema` is asked for as a strict structured output
 (`response_format={"type": "json_schema", ...}`) and checked against the same JSON Schema
 (Draft 2020-12) when it comes back: endpoints that honour the format cannot answer out of shape,
-and those that ignore it are still held to it. An endpoint that refuses the format (an HTTP 400
-naming it) is asked once more with the prompt alone, and from then on, in this process, only
-with the prompt.
+and those that ignore it are still held to it. Local servers differ in what they take: an
+endpoint that refuses `json_schema` (an HTTP 400, 422 or 500 naming the response format, as
+llama.cpp's servers answer) is asked with `{"type": "json_object", "schema": ...}`, the form
+llama-cpp-python constrains its output with, and one that refuses that too with the prompt
+alone. The first form an endpoint (base URL and model) answers is remembered for it in this
+process, so later calls start there.
 """
 
 from __future__ import annotations
@@ -101,6 +104,15 @@ class AnswerSchema:
             "json_schema": {"name": self.name, "schema": _strict(self.schema), "strict": True},
         }
 
+    @functools.cached_property
+    def json_object_format(self) -> dict:
+        """The schema as servers without `json_schema` take it: a JSON object constrained by it."""
+        return {"type": "json_object", "schema": _strict(self.schema)}
+
+    def formats(self) -> dict[str, dict | None]:
+        """Each way of asking for this answer, most constrained first (None: the prompt alone)."""
+        return {"json_schema": self.response_format, "json_object": self.json_object_format, "prompt": None}
+
     def first_error(self, answer: object) -> str | None:
         """`<JSON path>: <message>` of the answer's first error (the one `jsonschema.validate`
         would raise), or None when the answer is valid."""
@@ -152,35 +164,39 @@ def _message(error: ValidationError) -> str:
 
 # --- the call --------------------------------------------------------------------------------
 
-# Endpoints (base_url, model) that refused a json_schema response format: asked with the prompt alone.
-_prompt_only: set[tuple[str, str]] = set()
-_REFUSAL = re.compile(r"response_format|response format|json_schema|structured output", re.IGNORECASE)
+# Endpoints (base_url, model) -> the way of asking (AnswerSchema.formats) they answered: they
+# refused the ones before it.
+_answered_with: dict[tuple[str, str], str] = {}
+_REFUSAL = re.compile(r"response_format|response format|json_schema|json_object|structured output", re.IGNORECASE)
 
 
 def complete_json(llm_client, endpoint: LLMEndpoint, messages: list[dict], schema: AnswerSchema | None = None) -> str:
     """The model's answer to `messages` (temperature 0): with `schema`, asked for as a strict
-    structured output (the prompt alone where the endpoint refuses that); without, as a JSON object."""
+    structured output, or in the first form the endpoint takes (see the module); without, as a
+    JSON object."""
     if schema is None:
         return _complete(llm_client, endpoint, messages, {"type": "json_object"})
     key = (endpoint.base_url, endpoint.model)
-    if key not in _prompt_only:
+    formats = list(schema.formats().items())
+    start = next(i for i, (name, _) in enumerate(formats) if name == _answered_with.get(key, "json_schema"))
+    for name, response_format in formats[start:-1]:
         try:
-            return _complete(llm_client, endpoint, messages, schema.response_format)
-        except Exception as exc:  # the SDK's errors; only a refusal of the format is retried
+            answer = _complete(llm_client, endpoint, messages, response_format)
+        except Exception as exc:  # the SDK's errors; only a refusal of the format tries the next form
             if not refuses_response_format(exc):
                 raise
-            _prompt_only.add(key)
-            logger.warning(
-                "%s (%s) refuses json_schema response formats; asking with the prompt alone from now on",
-                endpoint.base_url,
-                endpoint.model,
-            )
+            logger.warning("%s (%s) refuses %s response formats: %s", endpoint.base_url, endpoint.model, name, exc)
+            continue
+        _answered_with[key] = name
+        return answer
+    _answered_with[key] = "prompt"
     return _complete(llm_client, endpoint, messages, None)
 
 
 def refuses_response_format(exc: Exception) -> bool:
-    """Whether an error is the endpoint refusing the response format: an HTTP 400 (or 422) naming it."""
-    return getattr(exc, "status_code", None) in (400, 422) and bool(_REFUSAL.search(str(exc)))
+    """Whether an error is the endpoint refusing the response format: an HTTP 400, 422 or 500 naming it
+    (llama.cpp's servers answer 500)."""
+    return getattr(exc, "status_code", None) in (400, 422, 500) and bool(_REFUSAL.search(str(exc)))
 
 
 def _complete(llm_client, endpoint: LLMEndpoint, messages: list[dict], response_format: dict | None) -> str:

@@ -13,9 +13,15 @@ Routes: `POST /v1/embeddings` (deterministic vectors from a hash of each text, s
 `chat_replies` (a string, or a callable given the request body and returning one), else
 `chat_reply`. A new route is one `_route_<name>` method plus an entry in `ROUTES`.
 
-`accepts_json_schema = False` makes it an endpoint without structured outputs: a chat request
-with `response_format` of type `json_schema` gets the HTTP 400 such servers answer, naming the
-parameter. Every request's path, headers and JSON body are kept in `requests`.
+`structured_outputs` says which response formats a chat request may ask for, as the three kinds of
+OpenAI-compatible servers answer:
+
+- `"json_schema"` (the default, as OpenAI and vLLM): `json_schema` and `json_object`;
+- `"json_object"` (as llama-cpp-python's server): `json_object`, with or without a `schema`; a
+  `json_schema` request gets an HTTP 500 naming the type;
+- `"none"` (a server without structured outputs): any `response_format` gets an HTTP 400 naming it.
+
+Every request's path, headers and JSON body are kept in `requests`.
 
 The server runs on 127.0.0.1, port 0, in a daemon thread; leaving the `with` block wakes
 any stalled handler and shuts the server down, so a test can never hang on it.
@@ -59,7 +65,7 @@ class FakeOpenAIServer:
         self.chat_replies: list = []  # the next chat answers (str, or callable(body) -> str), consumed first
         self.chat_reply: str = '{"selected": []}'
         self.requests: list[dict] = []  # {"path", "headers" (lower-case names), "body"} of every request
-        self.accepts_json_schema = True  # False: a json_schema response_format gets an HTTP 400
+        self.structured_outputs = "json_schema"  # or "json_object", or "none" (see the module)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -122,13 +128,9 @@ class FakeOpenAIServer:
             return self._send(handler, 404, {"error": {"message": f"no route {handler.path}", "type": "not_found"}})
         if body is None:
             return self._send(handler, 400, {"error": {"message": "body is not JSON", "type": "invalid_request"}})
-        if not self.accepts_json_schema and (body.get("response_format") or {}).get("type") == "json_schema":
-            refusal = {
-                "message": "Invalid parameter: 'response_format' of type 'json_schema' is not supported.",
-                "type": "invalid_request_error",
-                "param": "response_format",
-            }
-            return self._send(handler, 400, {"error": refusal})
+        refusal = self._refusal((body.get("response_format") or {}).get("type"))
+        if refusal is not None:
+            return self._send(handler, *refusal)
         mode = self._next_mode()
         # A stall answers normally after stall_seconds, unless the test ends first.
         if mode == "stall" and self._stop.wait(self.stall_seconds):
@@ -140,6 +142,18 @@ class FakeOpenAIServer:
         if mode == "invalid_json":
             return self._send_raw(handler, 200, b'{"object": "list", "data": [')
         return self._send(handler, 200, getattr(self, route)(body))
+
+    def _refusal(self, asked: str | None) -> tuple[int, dict] | None:
+        """(status, payload) of a server refusing the response format `asked`, or None."""
+        if asked is None or self.structured_outputs == "json_schema":
+            return None
+        if self.structured_outputs == "json_object" and asked == "json_schema":
+            message = f'response_format type must be one of "text" or "json_object", but got: {asked}'
+            return 500, {"error": {"code": 500, "message": message, "type": "server_error"}}
+        if self.structured_outputs == "none":
+            message = f"Invalid parameter: 'response_format' of type '{asked}' is not supported."
+            return 400, {"error": {"message": message, "type": "invalid_request_error", "param": "response_format"}}
+        return None
 
     def _route_embeddings(self, body: dict) -> dict:
         inputs = body.get("input")

@@ -60,14 +60,18 @@ def test_a_pair_the_judge_calls_a_duplicate_merges_and_the_event_records_its_ver
 
 def test_an_endpoint_refusing_the_structured_output_is_asked_with_the_prompt_alone(judge, write, settings):
     settings.MEMORYUI_LLM_MODEL = "judge-model-without-structured-outputs"  # refusals are remembered per model
-    judge.accepts_json_schema = False
+    judge.structured_outputs = "none"
     first = write(STORED, kind="preference")
     judge.chat_reply = json.dumps({"duplicate": True, "reason": "Both say the user wants brief answers."})
 
     again = write(INCOMING, kind="preference")
 
     assert again.pk == first.pk
-    assert [r["body"].get("response_format", {}).get("type") for r in asked(judge)] == ["json_schema", None]
+    assert [r["body"].get("response_format", {}).get("type") for r in asked(judge)] == [
+        "json_schema",
+        "json_object",
+        None,
+    ]
     assert (
         "judged a duplicate by judge-model-without-structured-outputs"
         in MemoryEvent.objects.get(memory=first, action="merged").reason

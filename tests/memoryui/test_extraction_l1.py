@@ -73,17 +73,32 @@ def test_an_endpoint_refusing_the_structured_output_is_asked_with_the_prompt_alo
     # Refusals are remembered per base URL and model: a model of its own keeps this one from
     # reaching a later test whose server happens to get the same port.
     settings.MEMORYUI_LLM_MODEL = "fake-extractor-without-structured-outputs"
-    server.accepts_json_schema = False
+    server.structured_outputs = "none"
     server.chat_replies = [
         answer({"kind": "fact", "text": "支付服务下周三迁到新机房。", "confidence": 0.8}),
         answer({"kind": "procedure", "text": "数据库每周日凌晨备份。", "confidence": 0.8}),
     ]
     run(MIGRATION)
-    assert [r["body"].get("response_format", {}).get("type") for r in server.requests] == ["json_schema", None]
+    assert [r["body"].get("response_format", {}).get("type") for r in server.requests] == [
+        "json_schema",
+        "json_object",
+        None,
+    ]
     assert Memory.objects.get().source == "extractor:l1"
     run("我们的数据库在上海机房,每周日凌晨备份")
-    assert len(server.requests) == 3 and "response_format" not in server.requests[-1]["body"]  # remembered
+    assert len(server.requests) == 4 and "response_format" not in server.requests[-1]["body"]  # remembered
     assert sorted(Memory.objects.values_list("kind", flat=True)) == ["fact", "procedure"]
+
+
+def test_a_server_taking_only_json_object_is_asked_with_the_schema_that_way(server, settings):
+    settings.MEMORYUI_LLM_MODEL = "fake-extractor-json-object-only"  # as llama-cpp-python's server
+    server.structured_outputs = "json_object"
+    server.chat_replies = [answer({"kind": "fact", "text": "支付服务下周三迁到新机房。", "confidence": 0.8})]
+    run(MIGRATION)
+    asked = [r["body"].get("response_format", {}) for r in server.requests]
+    assert [f.get("type") for f in asked] == ["json_schema", "json_object"]
+    assert asked[1]["schema"]["required"] == ["memories"]
+    assert Memory.objects.get().source == "extractor:l1"
 
 
 @pytest.mark.parametrize(

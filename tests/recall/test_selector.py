@@ -50,14 +50,40 @@ def test_an_endpoint_refusing_the_structured_output_is_asked_with_the_prompt_alo
     # Refusals are remembered per base URL and model: a model of its own keeps this one from
     # reaching a later test whose server happens to get the same port.
     refusing = config(server, model="fake-selector-without-structured-outputs")
-    server.accepts_json_schema = False
+    server.structured_outputs = "none"
     server.chat_replies = [picks("m-escalation"), picks("m-gotcha", "m-escalation")]
     first = select("escalation", HEADERS, [], 5, refusing)
     assert first.ids == ["m-escalation"]
-    assert [r["body"].get("response_format", {}).get("type") for r in server.requests] == ["json_schema", None]
+    assert [r["body"].get("response_format", {}).get("type") for r in server.requests] == [
+        "json_schema",
+        "json_object",
+        None,
+    ]
     again = select("gotcha", HEADERS, [], 5, refusing)
     assert again.ids == ["m-gotcha", "m-escalation"]
-    assert len(server.requests) == 3 and "response_format" not in server.requests[-1]["body"]  # remembered
+    assert len(server.requests) == 4 and "response_format" not in server.requests[-1]["body"]  # remembered
+
+
+def test_a_server_taking_only_json_object_gets_the_schema_that_way_from_then_on(server):
+    # As llama-cpp-python's server: json_schema is an HTTP 500, json_object with a schema is constrained.
+    llama = config(server, model="fake-selector-json-object-only")
+    server.structured_outputs = "json_object"
+    server.chat_replies = [picks("m-escalation"), picks("m-gotcha")]
+    assert select("escalation", HEADERS, [], 5, llama).ids == ["m-escalation"]
+    asked = [r["body"].get("response_format", {}) for r in server.requests]
+    assert [f.get("type") for f in asked] == ["json_schema", "json_object"]
+    assert asked[1]["schema"] == asked[0]["json_schema"]["schema"], "the same schema, the other way"
+    assert select("gotcha", HEADERS, [], 5, llama).ids == ["m-gotcha"]
+    assert [r["body"]["response_format"]["type"] for r in server.requests[2:]] == ["json_object"]  # remembered
+
+
+def test_an_answer_out_of_shape_is_refused_whichever_way_it_was_asked_for(server):
+    llama = config(server, model="fake-selector-json-object-unchecked")
+    server.structured_outputs = "json_object"
+    server.chat_reply = '{"selected": [{"id": 7}]}'
+    with pytest.raises(SelectorFailed) as failed:
+        select("escalation", HEADERS, [], 5, llama)
+    assert failed.value.reason == "invalid answer: $.selected[0].id: 7 is not of type 'string'"
 
 
 def test_an_endpoint_failing_otherwise_is_not_retried(server):
