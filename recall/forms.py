@@ -139,6 +139,11 @@ KNOBS: dict[str, tuple[str, str]] = {
     "weight_substring": ("Whole-query weight", "the whole query occurs in the text"),
     "weight_tags": ("Tag weight", "a query term is one of the memory's tags"),
     "weight_text": ("Text coverage weight", "× the share of the query's terms in the text"),
+    "weight_answer_type": (
+        "Answer type kept",
+        "the share of its score a memory keeps when the query asks when or how many and it names no time or number "
+        "(1: off)",
+    ),
     "block_cut": ("Cut", "a memory after the first is handed over at this share of the best score or more"),
     "block_weak_cut": ("Weak match cut", "a weak match after the first needs this share of the best score"),
     "block_gap": (
@@ -163,7 +168,7 @@ KNOB_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("strong_margin", "strong_coverage", "agree_margin", "agree_coverage", "weak_margin", "weak_coverage")),
     ("What recall returns", "", ("limit", "candidates", "selector", "selector_timeout_ms")),
     ("Heuristic weights", "how the heuristic scores the candidates that cleared the floor",
-     ("weight_retrieval", "weight_exact", "weight_substring", "weight_tags", "weight_text")),
+     ("weight_retrieval", "weight_exact", "weight_substring", "weight_tags", "weight_text", "weight_answer_type")),
     ("Block size", "the limit is a ceiling: after the best match, only what the evidence supports is handed over",
      ("block_cut", "block_weak_cut", "block_gap", "block_redundancy")),
     ("Active-tool filter", "a memory naming a tool in use is dropped: a schema-ish marker and no durable one",

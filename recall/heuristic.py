@@ -25,6 +25,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from recall import asks
 from searchindex.tokens import tokenize
 
 _SELECT_RE = re.compile(r"(?:^|\s)select:\s*([^\s,]+(?:\s*,\s*[^\s,]+)*)", re.IGNORECASE)
@@ -65,6 +66,9 @@ class Weights:
     substring: float = 0.6
     tags: float = 0.3
     text: float = 0.2
+    # The share of its score a memory keeps when the query asks for a time or a number and its
+    # text holds none (recall.asks); 1: the kind of answer asked for is not looked at.
+    answer_type: float = 0.7
 
 
 @dataclass(frozen=True)
@@ -121,10 +125,11 @@ class QueryForms:
 
     whole: str  # normalized
     terms: frozenset[str]  # its search terms (searchindex.tokens.tokenize)
+    asks: tuple[str, ...] = ()  # the kinds of answer it asks for (recall.asks)
 
     @classmethod
     def of(cls, query: str) -> QueryForms:
-        return cls(whole=normalize(query), terms=frozenset(tokenize(query)))
+        return cls(whole=normalize(query), terms=frozenset(tokenize(query)), asks=asks.asked(query))
 
 
 def score(
@@ -170,5 +175,19 @@ def score(
         result.score += weights.text * coverage
         result.evidence += weights.text * coverage
         result.signals.append(f"text covers {coverage:.0%} of the query")
+    _weigh_answer_type(result, fields, query.asks, weights.answer_type)
     result.missing = missing_required(fields, required)
     return result
+
+
+def _weigh_answer_type(result: Scored, fields: Fields, asked: tuple[str, ...], share: float) -> None:
+    """Keep `share` of the score and the evidence for each kind of answer asked for that the memory
+    does not hold: a memory naming no time does not say when."""
+    if share >= 1.0:
+        return
+    text = " ".join([fields.text, fields.entity_key or ""])
+    for kind in asked:
+        if not asks.holds(text, kind):
+            result.score *= share
+            result.evidence *= share
+            result.signals.append(f"asked for a {kind}, holds none (× {share:g})")

@@ -21,6 +21,7 @@ _RECALL_KNOBS = {
     "weight_substring": (float, 0.0, 10.0),
     "weight_tags": (float, 0.0, 10.0),
     "weight_text": (float, 0.0, 10.0),
+    "weight_answer_type": (float, 0.0, 1.0),
     # The block's size (recall.block): shares of the best score and a cosine similarity; above 1 a
     # cut lets nothing past the first memory, and a redundancy above 1 drops nothing as redundant.
     "block_cut": (float, 0.0, 1.01),
@@ -46,6 +47,7 @@ class RecallSettings:
     weight_substring: float = 0.6
     weight_tags: float = 0.3
     weight_text: float = 0.2
+    weight_answer_type: float = heuristic.Weights.answer_type
     block_cut: float = BlockKnobs.cut
     block_weak_cut: float = BlockKnobs.weak_cut
     block_gap: float = BlockKnobs.gap
@@ -61,6 +63,7 @@ class RecallSettings:
             substring=self.weight_substring,
             tags=self.weight_tags,
             text=self.weight_text,
+            answer_type=self.weight_answer_type,
         )
 
     @property
