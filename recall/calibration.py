@@ -17,13 +17,16 @@ retrievals, in two stages with one objective each:
 
 With `holdout` the knobs are cross-validated: the queries are dealt into round(1 / holdout) folds
 by a hash of each query (the same folds every time), each fold is held out in turn while the knobs
-are fitted on the others, and each held-out query is scored with the knobs fitted without it.
+are fitted on the others, and each held-out query is scored with the knobs fitted without it;
+`DEALS` such deals, each by another hash, are pooled.
 Those out-of-sample numbers cover the same queries as the in-sample ones (every query fitted on,
 every query held out once), so the gap between the two is what fitting bought that does not
 carry, not the difference between two samples of queries.
 
 The starting settings are always among the candidates, so a calibration holds or improves each
-objective on the set; ties keep the starting value. The sets must be big enough to say
+objective on the set; ties keep the starting value, and so do near-ties: a setting within `STEADY`
+of the best objective is as good as the best, and of those the one nearest the starting knobs is
+kept, so the knobs move only as far as the queries show they must. The sets must be big enough to say
 anything: `MIN_QUERIES`, with `MIN_ANSWERABLE` expecting something and `MIN_UNANSWERABLE`
 expecting nothing. What is measured is the set the knobs were fitted on: a held-out set tells
 how far they carry.
@@ -62,6 +65,11 @@ from searchindex.search import (
 )
 
 MIN_QUERIES = 20
+# Cross-validation deals the queries into folds this many times, each by another hash: one deal's
+# luck (which hard queries land together) moves an out-of-sample number by a few points.
+DEALS = 3
+# Objective values this close to the best are as good as the best (see _steadiest).
+STEADY = 0.005
 MIN_ANSWERABLE = 10
 MIN_UNANSWERABLE = 5
 FUSION_KNOBS = ("fusion", "cc_vector_weight", "cc_min_coverage", "rrf_k", "rrf_vector_weight", "rrf_bm25_weight")
@@ -239,16 +247,14 @@ def calibrate(
     answerable = sum(bool(s.expected) for s in samples)
     check_size(len(samples), answerable)
     answered = _answerable(samples)
-    best = start
     before = score(samples, start, k=k, now=now)
-    best_ranking = before["objectives"]["ranking"]  # the ranking objective reads answerable queries only
+    # The ranking objective reads answerable queries only.
+    trials = [({}, start, (before["objectives"]["ranking"],))]
     for knobs in FUSION_GRID:
         trial = _trial(start, knobs)
-        if trial is None:
-            continue
-        objective = score(answered, trial, k=k, now=now)["objectives"]["ranking"]
-        if objective > best_ranking:
-            best, best_ranking = trial, objective
+        if trial is not None:
+            trials.append((knobs, trial, (score(answered, trial, k=k, now=now)["objectives"]["ranking"],)))
+    best = _steadiest(start.to_dict(), trials)
     best = _best_answerability(samples, best, min_answered)
     return Calibration(
         start=start,
@@ -296,15 +302,38 @@ def _best_answerability(
         feasible = answered >= min_answered
         return (feasible, silent if feasible else answered, answered)
 
-    best, best_objective = settings, objective(settings)
+    trials = [({}, settings, objective(settings))]
     for knobs in ANSWER_GRID:
         trial = _trial(settings, knobs)
-        if trial is None:
-            continue
-        value = objective(trial)
-        if value > best_objective:
-            best, best_objective = trial, value
-    return best
+        if trial is not None:
+            trials.append((knobs, trial, objective(trial)))
+    return _steadiest(settings.to_dict(), trials)
+
+
+def _steadiest(start: dict, trials: list[tuple[dict, object, tuple]]):
+    """The best of `trials` ((knobs, candidate, objective value), the start first with no knobs).
+
+    With a one-number objective, every trial within STEADY of the best value is as good as the best:
+    a difference that small is a query or two, luck of the set more than a better setting. Of those,
+    the one whose knobs are nearest the starting ones wins (the start itself first), so a fit moves
+    the knobs only as far as the queries show it must. Otherwise the first best value wins."""
+    best_value = max(value for _, _, value in trials)
+    if len(best_value) > 1:
+        return next(candidate for _, candidate, value in trials if value == best_value)
+    good = [(knobs, candidate) for knobs, candidate, value in trials if value[0] >= best_value[0] - STEADY]
+    return min(good, key=lambda pair: _distance(pair[0], start))[1]
+
+
+def _distance(knobs: dict, start: dict) -> float:
+    """How far `knobs` move from `start`: each number by its relative change, anything else by 1."""
+    total = 0.0
+    for name, value in knobs.items():
+        was = start.get(name)
+        if isinstance(value, int | float) and isinstance(was, int | float) and not isinstance(value, bool):
+            total += abs(value - was) / max(abs(value), abs(was), 1e-9)
+        else:
+            total += value != was
+    return total
 
 
 def _trial(settings: RetrievalSettings, knobs: dict) -> RetrievalSettings | None:
@@ -461,21 +490,18 @@ def calibrate_block(
         feasible = m["recall"] >= min_recall
         return (feasible, m["precision"] if feasible else m["recall"])
 
-    best, best_value = start, objective(start)
-    for knobs in BLOCK_GRID:
-        value = objective(knobs)
-        if value > best_value:
-            best, best_value = knobs, value
-    return best
+    trials = [({}, start, objective(start))]
+    trials += [(asdict(knobs), knobs, objective(knobs)) for knobs in BLOCK_GRID]
+    return _steadiest(asdict(start), trials)
 
 
-def folds(samples: list[Sample], share: float) -> list[list[Sample]]:
-    """The samples dealt into round(1 / share) folds (at least 2) by a hash of each query: the same
-    folds every run, whatever order the queries come in."""
+def folds(samples: list[Sample], share: float, deal: int = 0) -> list[list[Sample]]:
+    """The samples dealt into round(1 / share) folds (at least 2) by a hash of each query and `deal`:
+    the same folds every run, whatever order the queries come in; another deal, other folds."""
     count = max(2, round(1 / share))
     dealt: list[list[Sample]] = [[] for _ in range(count)]
     for sample in samples:
-        digest = hashlib.sha256(f"{sample.scope}\n{sample.query}".encode()).digest()
+        digest = hashlib.sha256(f"{deal}\n{sample.scope}\n{sample.query}".encode()).digest()
         dealt[int.from_bytes(digest[:4], "big") * count >> 32].append(sample)
     return dealt
 
@@ -502,29 +528,36 @@ def calibrate_recall(
     options = {"min_answered": min_answered, "beta": beta, "min_block_recall": min_block_recall, "now": now}
     result = _fit(samples, start, skipped=skipped, **options)
     if holdout:
-        dealt = folds(samples, holdout)
+        result.holdout = {
+            "share": holdout,
+            "folds": max(2, round(1 / holdout)),
+            "deals": DEALS,
+            "queries": len(samples),
+            "answerable": result.answerable,
+            "before": _scored(samples, start, beta=beta, now=now),
+            "after": _pooled(_cross_validated(samples, start, holdout, options), beta),
+        }
+    return result
+
+
+def _cross_validated(samples: list[Sample], start: RecallSettings, holdout: float, options: dict) -> list:
+    """Each fold of each deal scored with the knobs fitted on the rest of that deal."""
+    parts = []
+    for deal in range(DEALS):
+        dealt = folds(samples, holdout, deal)
         if any(not fold for fold in dealt):
             raise CalibrationRefused(
                 f"holdout {holdout:g} deals {len(samples)} queries into {len(dealt)} folds, and one is empty: "
                 "hold out a larger share or add golden queries"
             )
-        parts = []
         for index, held in enumerate(dealt):
             fit = [sample for other, fold in enumerate(dealt) if other != index for sample in fold]
             try:
                 fitted = _fit(fit, start, **options)
             except CalibrationRefused as exc:
                 raise CalibrationRefused(f"holding out fold {index + 1} of {len(dealt)}: {exc}") from None
-            parts.append(_counted(held, fitted.settings(start), now=now))
-        result.holdout = {
-            "share": holdout,
-            "folds": len(dealt),
-            "queries": len(samples),
-            "answerable": result.answerable,
-            "before": _scored(samples, start, beta=beta, now=now),
-            "after": _pooled(parts, beta),
-        }
-    return result
+            parts.append(_counted(held, fitted.settings(start), now=options["now"]))
+    return parts
 
 
 def _fit(samples: list[Sample], start: RecallSettings, *, skipped=None, min_answered, beta, min_block_recall, now):

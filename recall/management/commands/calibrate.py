@@ -143,8 +143,8 @@ def _describe(document: dict) -> str:
     if holdout:
         lines.append(
             f"in sample: fitted on all {document['queries']} queries; out of sample: the same queries in "
-            f"{holdout['folds']} folds dealt by a hash of each query, each scored with the knobs fitted without "
-            "its fold; before → after"
+            f"{holdout['folds']} folds dealt by a hash of each query ({holdout['deals']} deals), each scored with "
+            "the knobs fitted without its fold; before → after"
         )
     for kind in ("answerable", "unanswerable", "objectives", "block"):
         for metric, value in before[kind].items():
