@@ -97,7 +97,7 @@ class TranscriptInSerializer(serializers.Serializer):
 class MessageOutSerializer(MessageInSerializer):
     index = serializers.IntegerField()
     round = serializers.IntegerField(allow_null=True)
-    round_state = serializers.ChoiceField(choices=["complete", "in_flight", "open"], allow_null=True)
+    round_state = serializers.ChoiceField(choices=["complete", "in_flight", "interrupted", "open"], allow_null=True)
     in_focus = serializers.BooleanField()
     trimmed = serializers.BooleanField(
         help_text="part of the trailing open tool exchange (calls and their partial results) the projection leaves out"

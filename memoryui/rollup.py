@@ -1,7 +1,8 @@
-"""Roll-ups: older complete rounds of a transcript become one `summary` memory (DESIGN.md
+"""Roll-ups: older finished rounds of a transcript become one `summary` memory (DESIGN.md
 "Transcript projection").
 
-- Only complete rounds outside the focus window are rolled up; an in-flight round never is.
+- Only finished rounds (complete, or interrupted: the user went on without an answer) outside
+  the focus window are rolled up; an in-flight round never is.
 - A roll-up carries a generation number. A new one absorbs the previous summary and the rounds
   after it, and supersedes it: the old summary is tombstoned with a link to the new one, so
   nothing is left orphaned, and the new one links back.
@@ -76,13 +77,13 @@ def current_summary(transcript: Transcript) -> Memory | None:
 def rollup(
     transcript: Transcript, *, actor: str = "compaction", endpoint: llm.LLMEndpoint | None = None
 ) -> RollupResult:
-    """Roll the transcript's older complete rounds up into its summary memory, if there is anything new."""
+    """Roll the transcript's older finished rounds up into its summary memory, if there is anything new."""
     projection = projection_of(transcript)
     previous = current_summary(transcript)
     covered = previous.metadata["rollup"]["rounds"][1] if previous else 0
     rounds = [r for r in projection.rollup_rounds if r.number > covered]
     if not rounds:
-        why = "no complete round outside the focus window" if not projection.rollup_rounds else "up to date"
+        why = "up to date" if projection.rollup_rounds else "no complete or interrupted round outside the focus window"
         return RollupResult(reason=f"nothing to roll up: {why}")
     endpoint = endpoint if endpoint is not None else llm.LLMEndpoint.from_settings(settings.MEMORYUI_L1_TIMEOUT_MS)
     if endpoint is None:

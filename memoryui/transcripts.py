@@ -20,15 +20,20 @@ then:
 2. **Splits rounds.** A round runs from one user message up to the next; messages before
    the first user message are `leading`.
 3. **States rounds, after trimming.** `complete`: an assistant answer (content, no tool
-   calls) follows the round's last tool call or result. `in_flight`: tool calls or results
-   with no answer after them. `open`: neither tools nor an answer yet (the user spoke
-   last). A round that lost a trimmed exchange is `in_flight` whatever remains of it — the
-   agent was mid-call, so summarizing it would make the agent repeat the call.
+   calls) follows the round's last tool call or result. `in_flight`: the last round, with
+   tool calls or results and no answer after them — the agent may still be at work.
+   `interrupted`: an earlier round with tool calls or results and no answer after them —
+   the next round began without one (the user rejected or interrupted a call and went on),
+   so the round is over. `open`: neither tools nor an answer (the user spoke last, or went
+   on unanswered). Only the last round can be in flight. A round that lost a trimmed
+   exchange is `in_flight` whatever remains of it — the agent was mid-call, so summarizing
+   it would make the agent repeat the call; trimming only ever takes from the last round.
 4. **Marks the focus window**: the last `focus_rounds` rounds, extended back until the
    window holds `focus_tokens` tokens. It is never rolled up.
 
-In-flight rounds are never extracted from, summarized or rolled up; an open round's user
-words may be extracted from.
+In-flight rounds are never extracted from, summarized or rolled up; open and interrupted
+rounds' user words may be extracted from, and complete and interrupted rounds outside the
+focus window may be rolled up.
 """
 
 from __future__ import annotations
@@ -49,7 +54,9 @@ FOCUS_TOKENS = 8000
 
 COMPLETE = "complete"
 IN_FLIGHT = "in_flight"
+INTERRUPTED = "interrupted"
 OPEN = "open"
+FINISHED = (COMPLETE, INTERRUPTED)  # over: what a roll-up may take
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ class Msg:
 class Round:
     number: int  # 1-based, in order
     messages: list[Msg]
-    state: str  # complete | in_flight | open
+    state: str  # complete | in_flight | interrupted | open
     in_focus: bool
     tokens: int
 
@@ -151,7 +158,7 @@ class Projection:
 
     @property
     def rollup_rounds(self) -> list[Round]:
-        return [round_ for round_ in self.rounds if round_.state == COMPLETE and not round_.in_focus]
+        return [round_ for round_ in self.rounds if round_.state in FINISHED and not round_.in_focus]
 
 
 def estimate_tokens(text: str) -> int:
@@ -175,26 +182,10 @@ def project(
 
     first_user = next((position for position, message in enumerate(kept) if message.role == "user"), len(kept))
     leading = kept[:first_user]
-    rounds: list[Round] = []
-    for number, round_messages in enumerate(_split_rounds(kept[first_user:]), start=1):
-        rounds.append(
-            Round(
-                number=number,
-                messages=round_messages,
-                state=_round_state(round_messages),
-                in_focus=False,
-                tokens=sum(message.tokens for message in round_messages),
-            )
-        )
-
+    rounds = _rounds(kept[first_user:])
     if trimmed and rounds:
-        last = rounds[-1]
-        last.state = IN_FLIGHT
-        notes.append(f"round {last.number} is in flight: its open tool exchange was trimmed, the agent was mid-call")
-    for round_ in rounds:
-        if round_.state == IN_FLIGHT and not (trimmed and round_ is rounds[-1]):
-            notes.append(f"round {round_.number} is in flight: tool calls or results with no answer after them")
-
+        rounds[-1].state = IN_FLIGHT
+    notes.extend(_notes_on_unfinished(rounds, trimmed=bool(trimmed)))
     _mark_focus_window(rounds, focus_rounds, focus_tokens, notes)
     return Projection(messages=kept, trimmed=trimmed, leading=leading, rounds=rounds, notes=notes)
 
@@ -278,6 +269,38 @@ def _notes_on_unmatched_tools(messages: list[Msg]) -> list[str]:
     return notes
 
 
+def _rounds(messages: list[Msg]) -> list[Round]:
+    """The rounds from the first user message on, stated; only the last one can be in flight."""
+    split = _split_rounds(messages)
+    return [
+        Round(
+            number=number,
+            messages=round_messages,
+            state=_round_state(round_messages, last=number == len(split)),
+            in_focus=False,
+            tokens=sum(message.tokens for message in round_messages),
+        )
+        for number, round_messages in enumerate(split, start=1)
+    ]
+
+
+def _notes_on_unfinished(rounds: list[Round], *, trimmed: bool) -> list[str]:
+    notes = []
+    for round_ in rounds:
+        if round_.state == INTERRUPTED:
+            notes.append(
+                f"round {round_.number} was interrupted: its tool calls or results got no answer before round "
+                f"{round_.number + 1} began (a rejected or interrupted call); it is over"
+            )
+        elif round_.state == IN_FLIGHT and trimmed:
+            notes.append(
+                f"round {round_.number} is in flight: its open tool exchange was trimmed, the agent was mid-call"
+            )
+        elif round_.state == IN_FLIGHT:
+            notes.append(f"round {round_.number} is in flight: tool calls or results with no answer after them")
+    return notes
+
+
 def _split_rounds(messages: list[Msg]) -> list[list[Msg]]:
     rounds: list[list[Msg]] = []
     for message in messages:
@@ -287,14 +310,17 @@ def _split_rounds(messages: list[Msg]) -> list[list[Msg]]:
     return rounds
 
 
-def _round_state(messages: list[Msg]) -> str:
+def _round_state(messages: list[Msg], *, last: bool) -> str:
     last_tool = max(
         (position for position, message in enumerate(messages) if message.tool_calls or message.is_tool_result),
         default=None,
     )
     if last_tool is None:
         return COMPLETE if any(message.is_answer for message in messages) else OPEN
-    return COMPLETE if any(message.is_answer for message in messages[last_tool + 1 :]) else IN_FLIGHT
+    if any(message.is_answer for message in messages[last_tool + 1 :]):
+        return COMPLETE
+    # No answer after the tools: the agent may still be at work, unless a later round began.
+    return IN_FLIGHT if last else INTERRUPTED
 
 
 def _mark_focus_window(rounds: list[Round], focus_rounds: int, focus_tokens: int, notes: list[str]) -> None:

@@ -2,7 +2,7 @@
 
 Every message of the transcript's projection (memoryui.transcripts) goes through, in order:
 
-    round       a message of an in-flight round is never extracted from
+    round       a message of an in-flight round (the last one, still at work) is never extracted from
     source      only the user's own words: not assistant/tool/system messages, not the
                 heartbeat/cron/system channels, not internal/banner/repair/compaction sources
                 (guards)
@@ -45,7 +45,7 @@ from memoryui.extraction.l1 import L1Failed, l1_extract
 from memoryui.extraction.l1 import endpoint as l1_endpoint
 from memoryui.models import Message, Transcript
 from memoryui.reports import Report
-from memoryui.transcripts import Msg, projection_of
+from memoryui.transcripts import IN_FLIGHT, Msg, projection_of
 from memoryui.writing import WriteOutcome
 
 ACTIONS = ("added", "merged", "skipped")
@@ -162,8 +162,8 @@ def _decide(
     """The outcomes of one user message; written (with the message's record) in one transaction."""
     start = excerpt(msg.content)
     reason = None
-    if round_ is not None and round_.state == "in_flight":
-        reason = "in-flight round: never extracted until the round completes"
+    if round_ is not None and round_.state == IN_FLIGHT:
+        reason = "in-flight round: never extracted until the round is over"
     reason = reason or guards.source_filter(msg.role, msg.channel, msg.source)
     reason = reason or not_knowledge(msg.content, fingerprints)
     facts = []

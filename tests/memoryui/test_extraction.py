@@ -129,6 +129,25 @@ def test_a_dangling_tool_call_is_trimmed_and_an_in_flight_round_extracts_nothing
     assert skipped.action == "skipped" and skipped.reason.startswith("in-flight round")
 
 
+def test_a_round_whose_call_was_rejected_is_extracted_from_once_the_user_went_on(indexes, run):
+    data = {
+        "scope": "agent:main",
+        "messages": [
+            user("我的手机号是 13800138000"),
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "crm::save", "arguments": "{}"}]},
+            {"role": "tool", "content": "The user doesn't want to proceed with this tool use.", "tool_call_id": "c1"},
+            user("先别存,我叫东升"),
+            assistant("好的,东升。"),
+        ],
+    }
+    report = run(data, dry_run=True)
+    assert sorted((o.message, o.action, o.entity_key) for o in report.outcomes) == [
+        (0, "added", "phone:13800138000"),
+        (3, "added", "name:东升"),
+    ]
+    assert not Memory.objects.exists()
+
+
 def test_recall_never_changes_a_stored_transcripts_message_count(indexes, run):
     transcript = run(conversation("我叫东升,幸运数字是 88"))
     transcript = Transcript.objects.get(pk=transcript.transcript)

@@ -1,6 +1,7 @@
 """Roll-ups of older complete rounds into a summary memory, against an OpenAI-compatible server of our own:
 written only after the summary exists, a new generation supersedes the old one, the focus window and
-in-flight rounds are never rolled up, and without an LLM nothing is written and the reason given."""
+in-flight rounds are never rolled up (interrupted ones are), and without an LLM nothing is written and the
+reason given."""
 
 from __future__ import annotations
 
@@ -83,17 +84,31 @@ def test_a_new_roll_up_absorbs_and_supersedes_the_previous_one(server):
     assert Memory.objects.filter(kind="summary", status="active").count() == 1
 
 
-def test_an_in_flight_round_is_never_rolled_up(server):
-    messages = rounds(1) + [
+def migrate_t9(result: str) -> list[dict]:
+    """A round whose call got a result and no answer after it."""
+    return [
         {"role": "user", "content": "Now migrate t9."},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c9", "name": "db::migrate", "arguments": "{}"}]},
-        {"role": "tool", "content": "running", "tool_call_id": "c9"},
-    ] + rounds(3, start=1)  # fmt: skip
-    server.chat_replies = [summary("t0 migrated.")]
-    result = rollup(post(messages))
+        {"role": "tool", "content": result, "tool_call_id": "c9"},
+    ]
+
+
+def test_an_in_flight_round_is_never_rolled_up(server, settings):
+    settings.MEMORYUI_FOCUS_ROUNDS = 0  # so only its being in flight keeps the last round out
+    server.chat_replies = [summary("t0 and t1 migrated.")]
+    result = rollup(post(rounds(2) + migrate_t9("running")))
     sent = json.loads(server.requests[-1]["body"]["messages"][-1]["content"])
     assert "t9" not in sent["conversation"]
-    assert result.rounds == (1, 1)
+    assert result.rounds == (1, 2)
+
+
+def test_a_round_the_user_went_on_from_without_an_answer_is_rolled_up(server):
+    messages = rounds(1) + migrate_t9("The user doesn't want to proceed with this tool use.") + rounds(3, start=1)
+    server.chat_replies = [summary("t0 migrated; the user stopped the t9 migration.")]
+    result = rollup(post(messages))
+    sent = json.loads(server.requests[-1]["body"]["messages"][-1]["content"])
+    assert "Now migrate t9." in sent["conversation"]
+    assert result.rounds == (1, 2)  # rounds 3-5 are the focus window
 
 
 def test_the_summary_is_asked_for_as_a_structured_output_of_its_schema(server):

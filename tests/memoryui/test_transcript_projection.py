@@ -134,7 +134,7 @@ def test_an_unanswered_call_in_the_middle_stays_and_is_noted():
 
     assert projection.trimmed == []
     assert indexes(projection.messages) == [0, 1, 2, 3, 4]
-    assert states(projection) == ["in_flight", "complete"]
+    assert states(projection) == ["interrupted", "complete"]
     assert any("#1" in note and "(a)" in note and "kept" in note for note in projection.notes)
 
 
@@ -161,14 +161,43 @@ def test_round_states_follow_the_last_tool_exchange_and_the_answer_after_it():
             user("three"),
             answer(),
             call("b"),
-            result("b"),  # in flight: the answer came before the tools
+            result("b"),  # interrupted: the answer came before the tools, and the user spoke again
             user("four"),
             {"role": "assistant", "content": "  "},  # open: an empty reply is no answer
             user("five"),  # open: only the user spoke
+            call("c"),
+            result("c"),  # in flight: the last round, no answer after its tools yet
         )
     )
 
-    assert states(projection) == ["complete", "complete", "in_flight", "open", "open"]
+    assert states(projection) == ["complete", "complete", "interrupted", "open", "in_flight"]
+
+
+def test_only_the_last_round_can_be_in_flight_a_round_the_user_went_on_from_is_interrupted():
+    projection = project(
+        transcript(
+            user("remember that the release job runs on ubuntu-24.04"),
+            call("edit"),
+            result("edit", "The user doesn't want to proceed with this tool use."),
+            user("[Request interrupted by user for tool use]", channel="system", source="internal"),
+            user("leave the workflow alone"),
+            answer(),
+        ),
+        focus_rounds=0,
+        focus_tokens=0,
+    )
+
+    assert states(projection) == ["interrupted", "open", "complete"]
+    assert [round_.number for round_ in projection.extractable_rounds] == [1, 2, 3]
+    assert [round_.number for round_ in projection.rollup_rounds] == [1, 3]  # an open round is never rolled up
+    assert any(note.startswith("round 1 was interrupted") for note in projection.notes)
+    assert not any("in flight" in note for note in projection.notes)
+
+
+def test_a_trailing_round_after_a_rejected_call_stays_in_flight_until_the_user_speaks_again():
+    projection = project(transcript(user("one"), answer(), user("two"), call("a"), result("a", "rejected")))
+
+    assert states(projection) == ["complete", "in_flight"]
 
 
 def test_the_last_round_in_flight_is_excluded_from_extractable_rounds():
@@ -229,27 +258,30 @@ def test_focus_window_is_tunable():
         project(messages, focus_rounds=-1)
 
 
-def test_rollup_rounds_exclude_focus_and_in_flight_rounds():
+def test_rollup_rounds_exclude_focus_and_in_flight_rounds_and_take_interrupted_ones():
     projection = project(
         transcript(
             user("one"),
             answer(),
             user("two"),
-            call("a"),  # round 2 stays in flight: no answer after its call
+            call("a"),  # round 2 is interrupted: no answer after its call, then the user went on
             user("three"),
             answer(),
             user("four"),
             answer(),
             user("five"),
-            answer(),
+            call("b"),
+            result("b"),  # round 5 is in flight
         ),
-        focus_rounds=2,
+        focus_rounds=0,
         focus_tokens=0,
     )
 
-    assert focused(projection) == [4, 5]
-    assert states(projection)[1] == "in_flight"
-    assert [round_.number for round_ in projection.rollup_rounds] == [1, 3]
+    assert focused(projection) == []
+    assert states(projection) == ["complete", "interrupted", "complete", "complete", "in_flight"]
+    assert [round_.number for round_ in projection.rollup_rounds] == [1, 2, 3, 4]
+    in_focus = project(projection.messages, focus_rounds=2, focus_tokens=0)
+    assert [round_.number for round_ in in_focus.rollup_rounds] == [1, 2, 3]
 
 
 def test_from_dict_dumps_dict_arguments_and_keeps_string_arguments():

@@ -115,3 +115,20 @@ def test_the_api_names_each_bad_message(client, agent_token):
     assert response.status_code == 400
     assert list(response.json()["error"]["details"]) == ["messages[1].role"]
     assert not Transcript.objects.exists()
+
+
+def test_a_round_the_user_went_on_from_without_an_answer_is_marked_interrupted(alice_client, client, agent_token):
+    rejected = [
+        {"role": "user", "content": "我的手机号是 13800138000"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "crm::save", "arguments": "{}"}]},
+        {"role": "tool", "content": "The user doesn't want to proceed with this tool use.", "tool_call_id": "c1"},
+        {"role": "user", "content": "先别存"},
+        {"role": "assistant", "content": "好的。"},
+    ]
+    transcript = ingest({"scope": "agent:main", "messages": rejected}).transcript
+    html = alice_client.get(transcript.get_absolute_url()).content.decode()
+    row = re.search(r'<tr data-message="0"[^>]*>(.*?)</tr>', html, re.S).group(1)
+    assert "data-interrupted" in row and "data-in-flight" not in html
+    detail = client.get(f"/api/transcripts/{transcript.pk}/", HTTP_AUTHORIZATION=f"Bearer {agent_token}").json()
+    assert [m["round_state"] for m in detail["messages"]] == ["interrupted"] * 3 + ["complete"] * 2
+    assert detail["projection"]["in_flight"] == []
