@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memoryui import extraction, filters, parsers, rest, roles, rules, sessionlogs
-from memoryui.ingestion import MAX_MESSAGES, TranscriptError, ingest
+from memoryui.ingestion import MAX_FILE_MESSAGES, MAX_MESSAGES, TranscriptError, ingest
 from memoryui.models import ConflictError, TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH, NAMED_MAX
 from memoryui.serializers import StrictSerializer
@@ -92,6 +92,14 @@ class TranscriptInSerializer(serializers.Serializer):
     title = serializers.CharField(required=False)
     metadata = serializers.DictField(required=False)
     messages = MessageInSerializer(many=True, allow_empty=False, max_length=MAX_MESSAGES)
+    start = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text=(
+            f"a part of a longer transcript (at most {MAX_MESSAGES} messages a post): the index of its first "
+            "message, where the stored messages end or earlier; needs id"
+        ),
+    )
 
 
 class MessageOutSerializer(MessageInSerializer):
@@ -392,7 +400,9 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
             data = request.data
         try:
             with transaction.atomic():
-                report = ingest(data, allowed_scopes=allowed)
+                # A raw session log is a file: stored whole; transcript JSON comes in parts.
+                limit = MAX_FILE_MESSAGES if session is not None else MAX_MESSAGES
+                report = ingest(data, allowed_scopes=allowed, max_messages=limit)
                 body = report.to_dict()
                 if session is not None:
                     body.update(format=session.format, notes=session.notes)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.text import capfirst
 
 from memoryui import rules, sessionlogs, untrusted, writing
-from memoryui.ingestion import IngestReport, TranscriptError, ingest
+from memoryui.ingestion import MAX_FILE_MESSAGES, IngestReport, TranscriptError, ingest
 from memoryui.memoryfiles import FormatError
 from memoryui.memoryfiles import detect as memoryfiles_detect
 from memoryui.models import ApiToken, ConflictError, Memory, TaskRun
@@ -565,7 +565,7 @@ class TranscriptPostForm(forms.Form):
         data = self.cleaned_data["data"]
         try:
             with transaction.atomic():
-                report = ingest(data)
+                report = ingest(data, max_messages=MAX_FILE_MESSAGES)
                 run = enqueue_extraction(report.transcript, actor=actor) if self.cleaned_data["extract"] else None
         except TranscriptError as exc:
             self._add_transcript_errors(exc.errors, data)

@@ -4,6 +4,11 @@ A transcript is stored whole or not at all: every malformed message is reported 
 and the reason, and nothing is written. Ingestion is idempotent by transcript id (the agent's own, within
 its scope) + message index: posting a transcript again stores only the messages it did not have; a stored message
 is never changed (a different message at a stored index is a conflict, reported, not applied).
+
+A request holds at most MAX_MESSAGES messages. A longer conversation is posted in parts: each part
+names the transcript (`id`) and the index of its first message (`start`), and starts where the
+stored messages end or earlier (no gap). A session log read from a file (the command line, the
+upload form, a raw log posted to the API) is stored whole, up to MAX_FILE_MESSAGES.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 
 ROLES = tuple(Message.Role.values)
 SOURCES = ("user", "internal", "banner", "repair", "compaction")
-MAX_MESSAGES = 5000
+MAX_MESSAGES = 5000  # a request's messages: a longer conversation is posted in parts (`start`)
+MAX_FILE_MESSAGES = 100_000  # a session log read from a file, stored whole
 MAX_CONTENT_CHARS = 200_000
 MAX_TITLE_CHARS = 200
 MAX_TOOL_CALL_CHARS = 200  # a tool call's name and id; Message.tool_call_id has the same max_length
 PROBLEMS_SHOWN = 20
-_TOP_LEVEL = {"id", "scope", "title", "metadata", "messages"}
+_TOP_LEVEL = {"id", "scope", "title", "metadata", "messages", "start"}
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id", "channel", "source", "created_at"}
 
 
@@ -61,8 +67,10 @@ class IngestReport:
         }
 
 
-def clean_transcript(data) -> dict:
-    """The transcript's fields and messages, validated and normalized; TranscriptError naming each problem."""
+def clean_transcript(data, *, max_messages: int = MAX_MESSAGES) -> dict:
+    """The transcript's fields and messages, validated and normalized; TranscriptError naming each problem.
+
+    Messages are named by their index in the transcript (`start` + their position in this part)."""
     errors: dict[str, list[str]] = {}
 
     def problem(name: str, reason: str) -> None:
@@ -105,21 +113,39 @@ def clean_transcript(data) -> dict:
     if not isinstance(metadata, dict):
         problem("metadata", "must be a JSON object")
     clean["metadata"] = metadata if isinstance(metadata, dict) else {}
+    clean["start"] = _clean_start(data, problem)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         problem("messages", "must be a non-empty list of messages")
         messages = []
-    elif len(messages) > MAX_MESSAGES:
-        problem("messages", f"holds {len(messages)} messages; at most {MAX_MESSAGES} a transcript")
+    elif len(messages) > max_messages:
+        problem(
+            "messages",
+            f"holds {len(messages)} messages; at most {max_messages} a post: post a longer conversation in parts, "
+            "each with the transcript's id and the index of its first message as start",
+        )
         messages = []
     clean["messages"] = []
-    for index, message in enumerate(messages):
+    for index, message in enumerate(messages, start=clean["start"]):
         cleaned = _clean_message(message, f"messages[{index}]", problem)
         if cleaned is not None:
             clean["messages"].append(cleaned)
     if errors:
         raise TranscriptError(errors)
     return clean
+
+
+def _clean_start(data: dict, problem) -> int:
+    """The index of the part's first message: 0 for a whole transcript."""
+    start = data.get("start", 0)
+    if start in (None, 0):
+        return 0
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        problem("start", f"must be the index of the part's first message (an integer from 0), got {start!r}")
+        return 0
+    if data.get("id") in (None, ""):
+        problem("start", "a part of a transcript needs the transcript's id")
+    return start
 
 
 def _clean_message(message, where: str, problem) -> dict | None:
@@ -200,9 +226,9 @@ def _clean_tool_calls(value, where: str, problem) -> list[dict]:
     return calls
 
 
-def ingest(data, *, allowed_scopes: list[str] | None = None) -> IngestReport:
+def ingest(data, *, allowed_scopes: list[str] | None = None, max_messages: int = MAX_MESSAGES) -> IngestReport:
     """Store a transcript (or the messages it did not have yet); TranscriptError or ConflictError."""
-    clean = clean_transcript(data)
+    clean = clean_transcript(data, max_messages=max_messages)
     if allowed_scopes is not None and clean["scope"] not in allowed_scopes:
         raise TranscriptError(
             {"scope": [f"{clean['scope']} is outside this token's scopes: {', '.join(allowed_scopes)}"]}
@@ -231,11 +257,13 @@ def ingest(data, *, allowed_scopes: list[str] | None = None) -> IngestReport:
             stored = {}
         else:
             stored = {m.index: m for m in transcript.messages.all()}
-        conflicts = [
-            index
-            for index, message in enumerate(clean["messages"])
-            if index in stored and not _same(stored[index], message)
-        ]
+        start = clean["start"]
+        if start > len(stored):
+            raise TranscriptError(
+                {"start": [f"the transcript holds {len(stored)} messages: a part starts at {len(stored)} or earlier"]}
+            )
+        indexed = list(enumerate(clean["messages"], start=start))
+        conflicts = [index for index, message in indexed if index in stored and not _same(stored[index], message)]
         if conflicts:
             shown = ", ".join(str(index) for index in conflicts[:10])
             raise ConflictError(
@@ -243,11 +271,9 @@ def ingest(data, *, allowed_scopes: list[str] | None = None) -> IngestReport:
                 "(post the transcript with its stored messages as they were, and new ones after them)"
             )
         new = [
-            Message(transcript=transcript, index=index, **message)
-            for index, message in enumerate(clean["messages"])
-            if index not in stored
+            Message(transcript=transcript, index=index, **message) for index, message in indexed if index not in stored
         ]
-        Message.objects.bulk_create(new)
+        Message.objects.bulk_create(new, batch_size=1000)
         if new and not created:
             transcript.updated_at = now
             transcript.save(update_fields=["updated_at"])

@@ -7,7 +7,7 @@ import sys
 from django.core.management.base import CommandError
 
 from memoryui import sessionlogs
-from memoryui.ingestion import IngestReport, TranscriptError, ingest
+from memoryui.ingestion import MAX_FILE_MESSAGES, IngestReport, TranscriptError, ingest
 from memoryui.models import ConflictError, Transcript
 from memoryui.models.transcripts import NAMED_MAX
 
@@ -49,9 +49,10 @@ def read_session(
 
 
 def store_transcript(data: dict) -> IngestReport:
-    """Store the transcript, or a CommandError naming every problem (nothing is stored then)."""
+    """Store the transcript read from a file (whole, up to MAX_FILE_MESSAGES messages), or a
+    CommandError naming every problem (nothing is stored then)."""
     try:
-        return ingest(data)
+        return ingest(data, max_messages=MAX_FILE_MESSAGES)
     except TranscriptError as exc:
         details = "; ".join(f"{name}: {', '.join(reasons)}" for name, reasons in exc.errors.items())
         raise CommandError(f"transcript not stored: {details}") from None
