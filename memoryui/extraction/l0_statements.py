@@ -12,6 +12,9 @@ Besides the entities of memoryui.extraction.l0_entities, L0 finds:
 - Explicit remember requests ("/remember …", "记住…", "…，记一下"): kind `remember` with the
   command stripped; when what is remembered is itself an entity fact it becomes that entity
   (kind `entity`, with its key, `explicit=True`) so entity-key dedup and core placement apply.
+  Each other statement is one memory, first person resolved to the user (third_person): "our
+  freeze starts on Monday and my manager is Priya" → "The freeze starts on Monday." and "The
+  user's manager is Priya.".
 
 Deliberately left to L1 (the LLM extractor): facts about the user's world beyond that one
 rule, project state, relationships, procedures, addresses, allergies, habits, "I'm X" /
@@ -25,7 +28,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from memoryui.extraction.l0_entities import Extracted, find_entities, stated_confidence
-from memoryui.extraction.sentences import CJK, FILLER, Clause, Sentence, prepare, size, split_sentences
+from memoryui.extraction.sentences import (
+    CJK,
+    FILLER,
+    Clause,
+    Sentence,
+    is_statement,
+    prepare,
+    size,
+    split_sentences,
+    statement_spans,
+)
+from memoryui.extraction.third_person import third_person
 from memoryui.rules import normalize_text
 
 EXPLICIT = 0.95  # the user asked for it to be remembered
@@ -381,29 +395,42 @@ def _from_sentences(text: str) -> list[tuple[Sentence, list[tuple[Extracted, int
     return found
 
 
-def _remembered(content: str, rule: str, leading: bool) -> list[Extracted]:
-    """What an explicit remember request keeps: its entity facts as entities, the rest as one memory.
+_JOINING_WORDS = re.compile(r"^(?:(?:and|also|plus)\b[\s,]*)+", re.I)
 
+
+def _remembered(content: str, rule: str, leading: bool) -> list[Extracted]:
+    """What an explicit remember request keeps: its entity facts as entities, each other statement
+    as one memory, in the third person ("my manager is Priya" → "The user's manager is Priya.").
+
+    Statements are told apart where a clause or an "and" starts a new subject and verb
+    (sentences.statement_spans); what is not a statement of its own stays with the one before.
     Dictated content ("记住：写代码前先跑测试") is kept even when it reads like an order; before a
     trailing command ("…，然后帮我记下来") an order is a task whose result was to be noted.
     """
     keep = ("other", "request") if leading else ("other",)
-    facts, rest = [], []
+    facts, statements = [], []  # statements: [(sentence, [part text, …])]
     for sentence, found in _from_sentences(content):
         entities = [(fact, start, end) for fact, start, end in found if fact.kind == "entity"]
         for fact, _, _ in entities:
             confidence = max(fact.confidence, stated_confidence(EXPLICIT, sentence, len(sentence.text)))
             facts.append(replace(fact, confidence=confidence, rule=f"{rule}: {fact.rule}", explicit=True))
         for clause in sentence.clauses:
-            covered = any(start < clause.end and clause.start < end for _, start, end in entities)
-            if not covered and clause.category in keep and size(FILLER.sub("", clause.text, count=1)) >= 2:
-                rest.append((sentence, clause))
-    if rest:
-        lang = "zh" if CJK.search(content) else "en"
-        joiner = "，" if lang == "zh" else ", "
-        text = joiner.join(clause.text.strip() for _, clause in rest)
-        text = _sentence_case(re.sub(r"^(?:that|this)\s+", "", text, flags=re.I))
-        sentence = rest[0][0]
+            if clause.category not in keep:
+                continue
+            for start, end in statement_spans(sentence.text, clause.start, clause.end):
+                part = sentence.text[start:end].strip()
+                covered = any(s < end and start < e for _, s, e in entities)
+                if covered or size(FILLER.sub("", part, count=1)) < 2:
+                    continue
+                if statements and not (is_statement(part) and is_statement(statements[-1][1][0])):
+                    statements[-1][1].append(part)
+                else:
+                    statements.append((sentence, [_JOINING_WORDS.sub("", part)]))
+    lang = "zh" if CJK.search(content) else "en"
+    joiner = "，" if lang == "zh" else ", "
+    for sentence, parts in statements:
+        text = re.sub(r"^(?:that|this)\s+", "", joiner.join(parts), flags=re.I)
+        text = _sentence_case(third_person(text))
         confidence = stated_confidence(EXPLICIT, sentence, len(sentence.text))
         facts.append(Extracted("remember", _finish(text, lang), confidence, None, rule, explicit=True))
     return facts

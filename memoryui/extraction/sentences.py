@@ -187,3 +187,58 @@ def _classify(text: str, asked: bool) -> str:
     if asked or _QUESTION.search(bare):
         return "question"
     return "other"
+
+
+# --- statements -------------------------------------------------------------------------------
+# One clause may join several facts ("our freeze starts on Monday and my manager is Priya").
+# A split is made only where both sides are whole statements, each with its own subject and
+# verb; "I like tea and coffee", "Tom and Jerry are my cats" and "R&D and QA share the floor"
+# stay whole. A wrong split is worse than none, so subjects and verbs come from closed lists.
+
+_EN_ADVERBS = (
+    r"(?:(?:also|really|still|usually|always|never|often|sometimes|just|only|already|mostly|rarely|generally"
+    r"|definitely|actually|currently|normally|now|not)\s+)*"
+)
+_EN_SINGULAR_VERBS = (
+    r"is|was|has|had|does|did|isn't|wasn't|hasn't|doesn't|didn't|will|would|can|could|should|must|may|might"
+    r"|won't|can't|couldn't|wouldn't|shouldn't"
+    r"|starts|started|begins|began|ends|ended|lives|lived|works|worked|runs|ran|owns|owned|uses|used|needs|wants"
+    r"|likes|loves|hates|prefers|leads|led|manages|managed|reports|moved|joined|left|costs|opens|closes|expires"
+    r"|expired|ships|shipped|launches|launched|meets|met|teaches|speaks|knows|belongs|falls|happens|stays|takes"
+    r"|goes|went|comes|came|owes|pays|paid|earns|resets|renews|handles|handled|lasts"
+)
+_EN_VERBS = rf"(?:{_EN_SINGULAR_VERBS}|are|were|am|have|do|aren't|weren't|haven't|don't)\b"
+_EN_NOUN_WORD = r"(?!(?:and|or|but|nor|is|are|was|were)\b)[\w'&-]+"
+_EN_STATEMENT = re.compile(
+    # a pronoun and a verb: "I review PRs", "we ship on Fridays", "I'm on call"
+    r"(?i:i|we|he|she|they)(?:['’](?i:m|re|ve|d|ll|s)\b|\s+(?!(?:and|or|but|nor|too|either)\b)[a-z][a-z'’]*\b)"
+    # a determined noun phrase and a verb: "my manager is Priya", "our payments freeze starts …"
+    rf"|(?i:my|our|his|her|their|the|this)\s+(?:{_EN_NOUN_WORD}\s+){{1,4}}?{_EN_ADVERBS}{_EN_VERBS}"
+    # a name and a singular verb: "Priya leads QA" (not "Jerry are my cats")
+    rf"|[A-Z][a-z][\w'-]*(?:\s+[A-Z][\w'-]*){{0,2}}\s+{_EN_ADVERBS}(?:{_EN_SINGULAR_VERBS})\b"
+)
+# Chinese: a first-person subject ("我的经理是王芳", "我们的支付冻结从12月15日开始").
+_ZH_STATEMENT = re.compile(r"(?:我们|咱们|我|本人)的?(?:[\u3400-\u9fff]|\s*[A-Za-z0-9])[^,]")
+_AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+
+
+def is_statement(text: str) -> bool:
+    """Whether a text opens with a subject and its verb (after filler), by the closed lists above."""
+    offset = FILLER.match(text).end()
+    return bool(_EN_STATEMENT.match(text, offset) or _ZH_STATEMENT.match(text, offset))
+
+
+def statement_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The spans of text[start:end], split at "and" where both sides are whole statements.
+
+    A part after a split starts after its filler ("… and also my manager is Priya").
+    """
+    if not is_statement(text[start:end]):
+        return [(start, end)]
+    spans, first = [], start
+    for joiner in _AND.finditer(text, start, end):
+        if is_statement(text[joiner.end() : end]):
+            spans.append((first, joiner.start()))
+            first = FILLER.match(text, joiner.end(), end).end()
+    spans.append((first, end))
+    return spans

@@ -100,7 +100,7 @@ def test_remembering_an_entity_fact_stores_the_entity_marked_explicit(text, key)
 def test_a_remember_request_mixing_an_entity_and_a_note_keeps_both():
     facts = {fact.kind: fact for fact in l0_extract("记住：我叫东升，我喜欢喝茶")}
     assert facts["entity"].entity_key == "name:东升"
-    assert facts["remember"].text == "我喜欢喝茶。"
+    assert facts["remember"].text == "用户喜欢喝茶。"
     assert all(fact.explicit for fact in facts.values())
 
 
