@@ -7,6 +7,9 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+# MCP clients written by others (npm, versions pinned in tests/clients/package-lock.json) that the
+# end-to-end tests drive: the MCP Inspector's CLI.
+CLIENTS := tests/clients/node_modules/.installed
 
 .PHONY: install run test test-fast lint format bench bench-load clean lock
 
@@ -17,6 +20,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@touch $(STAMP)
 
+$(CLIENTS): tests/clients/package-lock.json
+	@command -v npm >/dev/null || { echo "make test needs Node.js and npm (the MCP Inspector is a test client)"; exit 1; }
+	npm ci --prefix tests/clients --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $(CLIENTS)
+
 # The web server and, beside it, the Celery workers that do the background work, under honcho
 # (Procfile): `index` applies index updates, `bulk` does extraction, clean-up, dedup and
 # calibration and runs the schedule (--beat: decay of expired memories), so no amount of bulk
@@ -26,7 +34,7 @@ run: install
 	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)/
 	exec env HOST=$(HOST) PYTHONUNBUFFERED=1 $(VENV)/bin/honcho start --port $(PORT)
 
-test: install
+test: install $(CLIENTS)
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m ruff check .

@@ -56,16 +56,18 @@ def _token(request: HttpRequest) -> tuple[ApiToken | None, HttpResponse | None]:
             "Authentication credentials were not provided: send 'Authorization: Bearer <token>'."
         )
     if len(header) != 2 or header[0].lower() not in {"bearer", "token"}:
-        return None, _unauthorized("Authorization header must be 'Bearer <token>'.")
+        return None, _unauthorized("Authorization header must be 'Bearer <token>'.", "invalid_request")
     token = ApiToken.authenticate(header[1])
     if token is None:
-        return None, _unauthorized("The token is invalid or revoked.")
+        return None, _unauthorized("The token is invalid or revoked.", "invalid_token")
     return token, None
 
 
-def _unauthorized(message: str) -> HttpResponse:
+def _unauthorized(message: str, error: str | None = None) -> HttpResponse:
+    """401 with the challenge RFC 6750 asks for: an error code when credentials came and were refused,
+    none when none came."""
     response = JsonResponse(error_body(401, message), status=401)
-    response["WWW-Authenticate"] = REALM
+    response["WWW-Authenticate"] = f'{REALM}, error="{error}"' if error else REALM
     return response
 
 

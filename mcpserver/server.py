@@ -1,10 +1,16 @@
 """The MCP server: memoryui's tools and resources for agents, on the official `mcp` SDK.
 
-One `MCPServer` serves both transports: stdio (`manage.py mcp`) and streamable HTTP at `/mcp/`
-(`mcpserver.http`). The connection's caller (its scope and token) is a context variable set by the
-transport; each tool runs its `mcpserver.tools` function in Django's thread and answers JSON. An
-error is an MCP (JSON-RPC) error whose message is the API's, and whose data is the API's error
-object (`code`, `message`, `details`) with the HTTP `status` the API would have answered.
+One `MemoryServer` serves both transports: stdio (`manage.py mcp`, `mcpserver.stdio`) and streamable
+HTTP at `/mcp/` (`mcpserver.http`). The connection's caller (its scope and token) is a context
+variable set by the transport; each tool runs its `mcpserver.tools` function in Django's thread and
+answers JSON.
+
+Errors are split as the MCP specification splits them. Arguments that are wrong (a wrong type or a
+missing one, found by the SDK; a value memoryui refuses, found by the API's own validation) are a
+tool execution error the model can read and correct: `isError`, the API's message and a line per
+field saying why, with the API's error object as structured content. Any other refusal is an MCP
+(JSON-RPC) error whose message is the API's, and whose data is the API's error object (`code`,
+`message`, `details`) with the HTTP `status` the API would have answered; so is an unknown tool.
 """
 
 from __future__ import annotations
@@ -17,11 +23,15 @@ from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
+import memoryui
 from mcpserver import tools
+from memoryui.errors import error_body
+from memoryui.rest import invalid_message
 from recall.toolfilter import MAX_RECENT_TOOLS
 
 logger = logging.getLogger(__name__)
@@ -32,6 +42,7 @@ caller: contextvars.ContextVar[tools.Caller] = contextvars.ContextVar("memoryui_
 # others sit in the range JSON-RPC leaves to servers, -32000 minus the status's last digits.
 ERROR_CODES = {400: -32602, 401: -32001, 403: -32003, 404: -32004, 409: -32009, 429: -32029, 503: -32053}
 INTERNAL_ERROR = -32603
+SHOWN_VALUE = 60  # characters of a refused argument's value quoted back
 
 INSTRUCTIONS = (
     "memoryui is this agent's long-term memory. Call `recall` at the start of a turn with the user's request "
@@ -49,8 +60,76 @@ Limit = Annotated[int | None, Field(description="How many results, 1..20 (defaul
 MemoryId = Annotated[str, Field(description="The memory's id (a UUID), as search, recall or list gave it.")]
 
 
+class InvalidInput(MCPError):
+    """Arguments refused field by field (the API's 400 `invalid`). A tool call answers it as a tool
+    execution error (`invalid_input`); a resource read, which has no such answer, as JSON-RPC's
+    invalid params."""
+
+    def __init__(self, problems: dict, message: str | None = None):
+        self.problems = json.loads(json.dumps(problems, default=str))
+        self.body = error_body(400, message or invalid_message(self.problems), self.problems)
+        error = self.body["error"]
+        super().__init__(code=INVALID_PARAMS, message=error["message"], data={**error, "status": 400})
+
+
+def invalid_input(refused: InvalidInput) -> CallToolResult:
+    """The tool execution error for refused arguments: the API's message, then each field and why,
+    and the API's error object as structured content."""
+    text = "\n".join([refused.message, *reason_lines(refused.problems)])
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=refused.body, is_error=True)
+
+
+def reason_lines(details: Any, field: str = "") -> list[str]:
+    """`field: why` for each reason in the API's `details` (nested fields joined with dots)."""
+    if isinstance(details, dict):
+        return [
+            line
+            for name, inner in details.items()
+            for line in reason_lines(inner, f"{field}.{name}" if field else str(name))
+        ]
+    if isinstance(details, list):
+        return [line for inner in details for line in reason_lines(inner, field)]
+    return [f"{field}: {details}" if field else str(details)]
+
+
+def argument_problems(error: ValidationError) -> dict[str, list[str]]:
+    """The SDK's argument validation, field by field in the API's words (no pydantic types or URLs)."""
+    problems: dict[str, list[str]] = {}
+    for item in error.errors(include_url=False):
+        field = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.setdefault(field, []).append(argument_reason(item))
+    return problems
+
+
+def argument_reason(item: dict) -> str:
+    if item["type"] == "missing":
+        return "This field is required."
+    shown = repr(item.get("input"))
+    if len(shown) > SHOWN_VALUE:
+        shown = shown[: SHOWN_VALUE - 1] + "…"
+    return f"{item['msg']}, got {shown}."
+
+
+class MemoryServer(MCPServer):
+    """The SDK's server, answering a tool call with wrong arguments as a tool execution error (found
+    by the SDK's argument validation or by memoryui's own) and an unknown tool as a protocol error."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        # The SDK answers an unknown tool as a tool execution error; the specification, as a protocol one.
+        if self._tool_manager.get_tool(name) is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except InvalidInput as exc:
+            return invalid_input(exc)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return invalid_input(InvalidInput(argument_problems(exc.__cause__)))
+            raise
+
+
 def mcp_error(exc: Exception) -> MCPError:
-    """The MCP error for an exception, carrying the API's answer to it."""
+    """The MCP error for an exception, carrying the API's answer to it (`InvalidInput` for a 400)."""
     if isinstance(exc, MCPError):
         return exc
     answered = tools.error_of(exc)
@@ -59,6 +138,8 @@ def mcp_error(exc: Exception) -> MCPError:
         answered = (500, {"error": {"code": "server_error", "message": "Internal server error.", "details": {}}})
     status, body = answered
     error = body["error"]
+    if status == 400:
+        return InvalidInput(error["details"], error["message"])
     return MCPError(
         code=ERROR_CODES.get(status, INTERNAL_ERROR), message=error["message"], data={**error, "status": status}
     )
@@ -76,10 +157,11 @@ async def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise mcp_error(exc) from exc
 
 
-def build() -> MCPServer:
-    server = MCPServer(
+def build() -> MemoryServer:
+    server = MemoryServer(
         "memoryui",
         title="memoryui",
+        version=memoryui.__version__,
         description="Inspect, repair and use an AI agent's long-term memory.",
         instructions=INSTRUCTIONS,
         log_level="WARNING",

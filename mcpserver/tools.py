@@ -3,7 +3,8 @@
 Each function does what its REST endpoint does, with the same serializers, domain calls and
 refusals, so an agent gets the same answer over MCP as over `/api/`. Errors are raised as the
 API raises them (DRF exceptions, `rest.ApiError`); `error_of()` turns one into the API's JSON
-error shape and status, which the server sends as an MCP error.
+error shape and status, which the server sends as an MCP error (invalid arguments as a tool
+execution error).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.db.models import Q
 from rest_framework import exceptions
 
 from memoryui import rest, roles, rules, untrusted, writing
-from memoryui.models import ApiToken, Memory
+from memoryui.models import ApiToken, ConflictError, Memory
 from memoryui.serializers import MemoryInputSerializer, MemorySerializer
 from recall.api import answer_recall
 from recall.models import RecallTrace
@@ -29,6 +30,8 @@ from searchindex.search import SearchError, clean_query, search
 LIST_LIMIT = 20
 LIST_MAX = 100
 NOT_FOUND = "No memory with this id in the scopes you can see."
+REVOKED = "This token was revoked: it may no longer be used."
+DEACTIVATED = "This token's owner's account is deactivated: its tokens are refused."
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class Caller:
 
     A stdio server without a token runs as its local user: it reads and writes its scope, and its
     changes are recorded as `mcp:stdio`. With a token, the token's scopes, its read or write access
-    and its owner's role apply as they do on the API, and its changes are recorded as `token:<name>`.
+    and its owner's role apply as they do on the API, as they stand at each call, and its changes
+    are recorded as `token:<name>`.
     """
 
     scope: str
@@ -48,22 +52,35 @@ class Caller:
         return f"token:{self.token.name}" if self.token else "mcp:stdio"
 
     def check_reads(self) -> None:
-        if self.token is None:
-            return
-        role = roles.role_of(self.token.user)
-        if role is None:
-            raise exceptions.PermissionDenied("This needs the viewer role; this token's owner is no role.")
+        self._check(roles.READS)
 
     def check_writes(self) -> None:
-        self.check_reads()
+        self._check(roles.EDITS)
+
+    def _check(self, need: roles.Need) -> None:
         if self.token is None:
             return
-        if not self.token.can_write:
-            raise exceptions.PermissionDenied("This token is read-only: it may read and recall, not change anything.")
-        role = roles.role_of(self.token.user)
-        if role is None or role < roles.Role.EDITOR:
-            held = f"{role.article} {role}" if role else "no role"
-            raise exceptions.PermissionDenied(f"This needs the editor role; this token's owner is {held}.")
+        token = token_now(self.token)
+        connection_scope(self.scope, token)  # its scopes may have been changed in the back office
+        refused = roles.refusal(token.user, need, token)
+        if refused:
+            raise exceptions.PermissionDenied(refused)
+
+
+def token_now(token: ApiToken) -> ApiToken:
+    """The token as it stands now, or the API's 401 saying why it is refused.
+
+    A stdio server authenticates its token once and may serve for hours: a revocation, a deactivated
+    owner or a changed role must count from the next call, as on HTTP, where every request
+    authenticates again.
+    """
+    current = ApiToken.objects.select_related("user").filter(pk=token.pk).first()
+    if current is None or current.is_revoked:
+        raise exceptions.AuthenticationFailed(REVOKED)
+    if not current.user.is_active:
+        raise exceptions.AuthenticationFailed(DEACTIVATED)
+    current.mark_used()
+    return current
 
 
 def connection_scope(scope: str | None, token: ApiToken | None) -> str:
@@ -177,9 +194,16 @@ def get_memory(caller: Caller, memory_id: str) -> dict:
 
 
 def pin(caller: Caller, memory_id: str) -> dict:
+    """Pin an active memory. A tombstoned one is refused (409): an agent pinning it believes it is still
+    recalled, and is told it is not."""
     caller.check_writes()
     with transaction.atomic():
         memory = _memory(caller, memory_id, lock=True)
+        if memory.status == Memory.Status.TOMBSTONED:
+            raise ConflictError(
+                f"This memory is tombstoned ({memory.tombstone_reason}): it is not recalled, and pinning it "
+                "would not bring it back. Restore it in the dashboard first."
+            )
         memory.pin(actor=caller.actor)
     return memory_dict(memory)
 

@@ -46,7 +46,8 @@ class ApiError(exceptions.APIException):
         self.details = details or {}
 
 
-def _invalid_message(details: dict) -> str:
+def invalid_message(details: dict) -> str:
+    """The message of a 400 `invalid`: the fields at fault, named; `details` says why."""
     return "Invalid input: " + ", ".join(str(name) for name in details) + "." if details else "Invalid input."
 
 
@@ -83,11 +84,11 @@ def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):
         return Response(too_large_body(), status=413)
     if isinstance(exc, rules.MemoryValidationError):
-        return _json_error(400, _invalid_message(exc.errors), exc.errors)
+        return _json_error(400, invalid_message(exc.errors), exc.errors)
     if isinstance(exc, ConflictError):
         return _json_error(409, str(exc))
     if isinstance(exc, SearchError):
-        return _json_error(400, _invalid_message({exc.field: [str(exc)]}), {exc.field: [str(exc)]})
+        return _json_error(400, invalid_message({exc.field: [str(exc)]}), {exc.field: [str(exc)]})
     if isinstance(exc, IndexUnavailable):
         logger.warning("search index unavailable: %s", exc)
         response = _json_error(
@@ -119,7 +120,7 @@ def exception_handler(exc, context):
         return _json_error(500, "Internal server error.")
     if isinstance(exc, exceptions.ValidationError):
         detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        response.data = error_body(response.status_code, _invalid_message(detail), details=detail)
+        response.data = error_body(response.status_code, invalid_message(detail), details=detail)
     else:
         # Django's Http404 (e.g. DRF's own `?format=` negotiation) has no detail: DRF's answer has.
         detail = getattr(exc, "detail", None) or (response.data or {}).get("detail", "")

@@ -173,6 +173,19 @@ READS = Need(Role.VIEWER, writes=False)
 EDITS = Need(Role.EDITOR, writes=True)
 
 
+def refusal(user, need: Need, token: ApiToken | None = None) -> str | None:
+    """Why `user` (through `token`, when a token is used) may not do what `need` asks, or None when
+    they may: the role needed, from the user's role now, then a read token's access."""
+    role = role_of(user)
+    if role is None or role < need.role:
+        held = f"{role.article} {role}" if role else "no role"
+        who = "this token's owner is" if token else "you are"
+        return f"This needs the {need.role} role; {who} {held}."
+    if need.writes and token is not None and not token.can_write:
+        return "This token is read-only: it may read and recall, not change anything."
+    return None
+
+
 def method_need(request, write_role: Role = Role.EDITOR) -> Need:
     """A safe method only reads; any other needs `write_role` and, from a token, write access."""
     return READS if request.method in SAFE_METHODS else Need(write_role, writes=True)
@@ -200,16 +213,10 @@ class RolePermission(permissions.BasePermission):
         user = request.user
         if not (user and user.is_authenticated):
             return False  # DRF answers 401 (NotAuthenticated)
-        need = api_need(request, view)
         token = request.auth if isinstance(request.auth, ApiToken) else None
-        role = role_of(user)
-        if role is None or role < need.role:
-            held = f"{role.article} {role}" if role else "no role"
-            who = "this token's owner is" if token else "you are"
-            self.message = f"This needs the {need.role} role; {who} {held}."
-            return False
-        if need.writes and token is not None and not token.can_write:
-            self.message = "This token is read-only: it may read and recall, not change anything."
+        refused = refusal(user, api_need(request, view), token)
+        if refused:
+            self.message = refused
             return False
         return True
 

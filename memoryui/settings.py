@@ -11,7 +11,7 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from memoryui import security
+from memoryui import __version__, security
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -269,7 +269,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "memoryui API",
     "DESCRIPTION": "Inspect, repair and tune the long-term memory of AI agents.",
-    "VERSION": "0.1.0",
+    "VERSION": __version__,
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     # Swagger UI and ReDoc from drf-spectacular-sidecar's static files: nothing from a CDN.

@@ -95,12 +95,16 @@ class ApiToken(models.Model):
         token = cls.objects.usable().select_related("user").filter(key_hash=hash_token(raw)).first()
         if token is None or not token.user.is_active:
             return None
+        token.mark_used()
+        return token
+
+    def mark_used(self) -> None:
+        """Record that the token is being used now."""
         now = timezone.now()
         # Write at most once a minute: a busy agent should not turn every read into a write.
-        if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
-            cls.objects.filter(pk=token.pk).update(last_used_at=now)
-            token.last_used_at = now
-        return token
+        if self.last_used_at is None or now - self.last_used_at > timedelta(minutes=1):
+            type(self).objects.filter(pk=self.pk).update(last_used_at=now)
+            self.last_used_at = now
 
     @property
     def is_revoked(self) -> bool:

@@ -80,7 +80,8 @@ def test_a_scoped_read_token_reads_its_scope_and_may_not_write(live_server, memo
     assert seen["exact"]["results"] == []
     remember = seen["remember"]
     assert (remember.code, remember.data["code"], remember.data["status"]) == (-32003, "forbidden", 403)
-    assert remember.message == "This token is read-only: it may read and recall, not change anything."
+    # The API's own refusal of a viewer's token (bob's role, not only his token's access, forbids it).
+    assert remember.message == "This needs the editor role; this token's owner is a viewer."
     assert (seen["other"].code, seen["other"].data["code"]) == (-32004, "not_found")
     assert seen["tombstone"].data["code"] == "forbidden"
     assert Memory.objects.filter(text__icontains="tea").count() == 0
@@ -90,10 +91,14 @@ def test_a_scoped_read_token_reads_its_scope_and_may_not_write(live_server, memo
 def test_a_write_token_remembers_and_its_name_is_in_the_history(live_server, memories, agent_token):
     async def work(client: Client) -> dict:
         result = await client.call_tool("remember", {"text": "The on-call rotation changes on Mondays."})
-        return json.loads(result.content[0].text)
+        bogus = await client.call_tool("remember", {"text": "Anything at all.", "kind": "bogus"})
+        return {"written": json.loads(result.content[0].text), "bogus": bogus}
 
-    written = session(f"{live_server.url}/mcp/?scope=agent:main", agent_token, work)
+    seen = session(f"{live_server.url}/mcp/?scope=agent:main", agent_token, work)
+    written = seen["written"]
     assert written["scope"] == "agent:main" and written["kind"] == "remember"
+    assert seen["bogus"].is_error is True  # as over stdio: the reason is the model's to read
+    assert seen["bogus"].content[0].text.startswith("Invalid input: kind.\nkind: 'bogus' is not one of: entity,")
     assert MemoryEvent.objects.get(memory_id=written["id"], action="created").actor == "token:agent"
 
 
@@ -103,9 +108,12 @@ def test_refusals_before_the_session_are_the_apis_json_errors(live_server, memor
     anonymous = httpx.post(url, json=hello)
     assert anonymous.status_code == 401
     assert anonymous.json()["error"]["code"] == "unauthorized"
-    assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+    assert anonymous.headers["WWW-Authenticate"] == 'Bearer realm="mcp"'  # no credentials: no error code (RFC 6750)
     revoked = httpx.post(url, json=hello, headers={"Authorization": "Bearer mui_not-a-token"})
     assert revoked.status_code == 401
+    assert revoked.headers["WWW-Authenticate"].startswith('Bearer realm="mcp", error="invalid_token"')
+    malformed = httpx.post(url, json=hello, headers={"Authorization": "Bearer two words"})
+    assert malformed.headers["WWW-Authenticate"] == 'Bearer realm="mcp", error="invalid_request"'
     outside = httpx.post(f"{url}?scope=agent:other", json=hello, headers={"Authorization": f"Bearer {reader}"})
     assert outside.status_code == 403 and outside.json()["error"]["details"]["scope"]
     unscoped = httpx.post(url, json=hello, headers={"Authorization": f"Bearer {agent_token}"})

@@ -1,8 +1,9 @@
 """The MCP tools as plain functions of a caller: the same rules, refusals and history as the API.
 
 Who is who: the stdio caller has no token (the local user, recorded as mcp:stdio); the agent token
-(alice's) sees every scope; mallory's write token covers agent:other only; bob's read token is a
-viewer's.
+(alice's) sees every scope; mallory's write token covers agent:other only; the reader is erin's read
+token (erin is an editor, so only the token keeps her from writing); the writer is erin's write
+token for agent:main, the one a long stdio session holds while her account changes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from rest_framework import exceptions
 
 from mcpserver import tools
 from mcpserver.server import ERROR_CODES, mcp_error
-from memoryui.models import ApiToken, Memory, MemoryEvent
+from memoryui import roles
+from memoryui.models import ApiToken, ConflictError, Memory, MemoryEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -25,9 +27,18 @@ def token(raw: str) -> ApiToken:
 
 
 @pytest.fixture
-def reader(bob) -> ApiToken:
-    item, _ = ApiToken.issue(user=bob, name="reader", scopes=["agent:main"], access=ApiToken.Access.READ)
+def reader(erin) -> ApiToken:
+    item, _ = ApiToken.issue(user=erin, name="reader", scopes=["agent:main"], access=ApiToken.Access.READ)
     return item
+
+
+@pytest.fixture
+def writer(erin) -> tools.Caller:
+    """A connection holding erin's write token, authenticated once, as `manage.py mcp --token` does."""
+    _, raw = ApiToken.issue(user=erin, name="writer", scopes=["agent:main"], access=ApiToken.Access.WRITE)
+    caller = tools.Caller(scope="agent:main", token=token(raw))
+    tools.remember(caller, "Written while the token was good.")
+    return caller
 
 
 def test_remember_writes_through_the_write_path_with_the_caller_as_actor(agent_token):
@@ -149,3 +160,44 @@ def test_an_unexpected_failure_is_an_internal_error_that_tells_nothing_of_it(cap
     error = mcp_error(RuntimeError("connection string postgres://secret@db"))
     assert (error.code, error.data["code"], error.data["status"]) == (-32603, "server_error", 500)
     assert "secret" not in error.message
+
+
+def test_a_token_revoked_during_a_session_is_refused_from_the_next_call(writer):
+    ApiToken.objects.get(name="writer").revoke()  # as `manage.py api_token revoke` does, in another process
+    with pytest.raises(exceptions.AuthenticationFailed, match="This token was revoked"):
+        tools.remember(writer, "Written after the token was revoked.")
+    with pytest.raises(exceptions.AuthenticationFailed, match="This token was revoked"):
+        tools.stats(writer)
+    assert list(Memory.objects.values_list("text", flat=True)) == ["Written while the token was good."]
+
+
+def test_a_token_whose_owner_was_deactivated_during_a_session_is_refused_from_the_next_call(writer, erin):
+    type(erin).objects.filter(pk=erin.pk).update(is_active=False)
+    with pytest.raises(exceptions.AuthenticationFailed, match="owner's account is deactivated") as caught:
+        tools.remember(writer, "Written after erin left.")
+    assert tools.error_of(caught.value)[0] == 401
+    assert Memory.objects.count() == 1
+
+
+def test_a_write_token_whose_owner_became_a_viewer_during_a_session_only_reads(writer, erin):
+    roles.set_role(type(erin).objects.get(pk=erin.pk), roles.Role.VIEWER)
+    with pytest.raises(exceptions.PermissionDenied, match="This needs the editor role; this token's owner is a viewer"):
+        tools.remember(writer, "Written after erin became a viewer.")
+    assert tools.stats(writer)["total"] == 1
+
+
+def test_a_token_whose_scopes_no_longer_cover_the_connection_is_refused(writer):
+    ApiToken.objects.filter(name="writer").update(scopes=["agent:other"])
+    with pytest.raises(exceptions.APIException, match="may not read scope agent:main") as caught:
+        tools.stats(writer)
+    assert tools.error_of(caught.value)[0] == 403
+
+
+def test_pin_refuses_a_tombstoned_memory_saying_why(make_memory):
+    memory = make_memory("The user prefers short answers.")
+    tools.tombstone(LOCAL, str(memory.pk), "superseded")
+    with pytest.raises(ConflictError, match="tombstoned") as caught:
+        tools.pin(LOCAL, str(memory.pk))
+    assert tools.error_of(caught.value)[0] == 409
+    assert Memory.objects.get(pk=memory.pk).pinned is False
+    assert not MemoryEvent.objects.filter(memory=memory, action="pinned").exists()

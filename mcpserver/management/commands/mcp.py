@@ -7,8 +7,8 @@ import os
 import anyio
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpserver import tools
-from mcpserver.server import caller, server
+from mcpserver import stdio, tools
+from mcpserver.server import caller
 from memoryui import rules
 from memoryui.models import ApiToken
 
@@ -18,7 +18,7 @@ class Command(BaseCommand):
         "Serve memoryui's MCP tools (search_memory, recall, remember, get_memory, pin, tombstone, list_memories) "
         "and resources over stdio, in one scope. Without a token the server acts as its local user and records "
         "its changes as mcp:stdio; with --token (or MEMORYUI_TOKEN) the token's scopes, access and owner's role "
-        "apply, as on the API."
+        "apply, as on the API, checked at every call."
     )
 
     requires_system_checks = []  # an agent starts this at every session: start fast
@@ -48,4 +48,4 @@ class Command(BaseCommand):
             raise CommandError(answered[1]["error"]["message"] if answered else str(exc)) from None
         caller.set(who)
         # stdout carries the protocol: nothing else may be written to it.
-        anyio.run(server.run_stdio_async)
+        anyio.run(stdio.serve)
