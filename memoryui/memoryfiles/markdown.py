@@ -4,7 +4,9 @@ project, reference; the body is the memory; MEMORY.md an index linking the files
 
 Reading maps the agent's `type` to our kinds (`TYPE_KINDS`; tier and importance then follow from
 memoryui.rules as for any write). A `memoryui:` mapping in the front matter (what `render` writes)
-carries every field of ours, so an export of ours reads back exactly.
+carries every field of ours, so an export of ours reads back exactly. Front matter keys of the
+agent's own that we have no field for (`originSessionId`, `related`, …) are kept in
+`metadata.origin.front_matter`, and an export writes them back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from memoryui.rules import Kind
 
 FORMAT = "markdown-dir"
 INDEX_NAME = "MEMORY.md"
+READ_KEYS = ("name", "title", "description", "type", "memoryui")  # the front matter keys read as fields
 
 # The agent's `type` → (our kind, the confidence it is written with). user: who the user is (role,
 # knowledge, identity): an entity, core and pinned. feedback: how the user wants the work done, said
@@ -142,6 +145,9 @@ def _parse_file(name: str, text: str, scope: str | None, parsed: Parsed) -> None
     text = body or str(description or "").strip()
     kind, confidence = kind_for(type_, text)
     origin = {"format": FORMAT, "file": name, "name": title, "description": description, "type": type_}
+    origin = {key: _plain(value) for key, value in origin.items() if value not in (None, "")}
+    if others := {key: _json_value(value) for key, value in front.items() if key not in READ_KEYS}:
+        origin["front_matter"] = others
     record = {
         "id": str(stable_id(FORMAT, scope, name)),
         "scope": scope,
@@ -149,7 +155,7 @@ def _parse_file(name: str, text: str, scope: str | None, parsed: Parsed) -> None
         "text": text,
         "confidence": confidence,
         "source": "import",
-        "metadata": {"origin": {key: _plain(value) for key, value in origin.items() if value not in (None, "")}},
+        "metadata": {"origin": origin},
     }
     parsed.candidates.append(Candidate(name, body_line, record))
 
@@ -157,6 +163,15 @@ def _parse_file(name: str, text: str, scope: str | None, parsed: Parsed) -> None
 def _plain(value: object) -> object:
     """A front matter value as JSON holds it (YAML reads dates and times as objects)."""
     return value if isinstance(value, str | int | float | bool) else str(value)
+
+
+def _json_value(value: object) -> object:
+    """A front matter value of any shape as JSON holds it: lists and mappings kept, the rest plain."""
+    if isinstance(value, dict):
+        return {str(key): _json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    return value if value is None else _plain(value)
 
 
 # --- export --------------------------------------------------------------------------------
@@ -183,10 +198,12 @@ def front_matter(record: dict) -> dict:
     type_ = origin.get("type")
     if type_ is None or kind_for(type_, record["text"])[0] != record["kind"]:
         type_ = KIND_TYPES.get(record["kind"], "reference")
+    others = origin.get("front_matter") if isinstance(origin.get("front_matter"), dict) else {}
     return {
         "name": str(origin.get("name") or first_line[:60]),
         "description": str(origin.get("description") or first_line[:150]),
         "type": str(type_),
+        **{key: value for key, value in others.items() if key not in READ_KEYS},
         "memoryui": {key: record[key] for key in sorted(record) if key != "text"},
     }
 

@@ -6,6 +6,9 @@ Scope: `--scope` when given; else `user:<user_id>`, else `agent:<agent_id>`, els
 `session:<run_id>`. The user comes first: mem0 keeps memories about a user, and one user's
 memories must not be split by the agent that heard them (the agent and run stay in metadata).
 Kind: mem0 writes extracted facts, so `fact`, unless a category says otherwise (CATEGORY_KINDS).
+An item's other fields (`immutable`, `structured_attributes`, `relations`, …) are kept in
+`metadata.origin.fields`, and an export writes them back; a document's graph `relations` are
+not memories and are passed over, said in `skipped_files`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ CATEGORY_KINDS = {
     "hobbies": Kind.PREFERENCE,
 }
 _OWNERS = (("user_id", "user"), ("agent_id", "agent"), ("run_id", "session"))
+# An item's fields read into a memory's own; the rest are kept as they are (origin.fields).
+READ_KEYS = {"id", "memory", "hash", "metadata", "user_id", "agent_id", "run_id", "app_id", "categories"}
+READ_KEYS |= {"created_at", "updated_at"}
 
 
 def items_of(data: object) -> list | None:
@@ -66,13 +72,15 @@ def parse(files: Iterable[SourceFile], *, scope: str | None) -> Parsed:
         if text is None:
             continue
         try:
-            items = items_of(json.loads(text))
+            data = json.loads(text)
+            items = items_of(data)
         except ValueError as exc:
             parsed.error(source.name, getattr(exc, "lineno", 1), f"not JSON: {exc}")
             continue
         if items is None:
             parsed.error(source.name, 1, 'not a mem0 export: expected {"results": [{"id", "memory", …}]} or a list')
             continue
+        _skip_graph_relations(source.name, data, parsed)
         for number, item in enumerate(items, start=1):
             if not isinstance(item, dict):
                 parsed.error(source.name, number, f"results[{number - 1}]: not a JSON object")
@@ -84,6 +92,13 @@ def parse(files: Iterable[SourceFile], *, scope: str | None) -> Parsed:
                 continue
             parsed.candidates.append(Candidate(source.name, number, record))
     return parsed
+
+
+def _skip_graph_relations(name: str, data: object, parsed: Parsed) -> None:
+    """Say that a document's graph relations (mem0 with a graph store) were not imported."""
+    relations = data.get("relations") if isinstance(data, dict) else None
+    if isinstance(relations, list) and relations:
+        parsed.skip(name, 1, f"relations: {len(relations)} graph relation(s) of mem0's graph store are not memories")
 
 
 def _record(item: dict, scope: str | None) -> dict:
@@ -121,6 +136,8 @@ def _record(item: dict, scope: str | None) -> dict:
         origin[key] = item.get(key)
     if metadata:
         origin["metadata"] = metadata
+    if others := {key: value for key, value in item.items() if key not in READ_KEYS}:
+        origin["fields"] = others
     record = {
         "id": str(stable_id(FORMAT, scope, mem0_id)),
         "scope": scope,
@@ -157,6 +174,8 @@ def export_item(record: dict) -> dict:
         item[owner_key] = owner
     if from_mem0 and isinstance(origin.get("categories"), list):
         item["categories"] = origin["categories"]
+    if from_mem0 and isinstance(origin.get("fields"), dict):
+        item.update({key: value for key, value in origin["fields"].items() if key not in READ_KEYS})
     return item
 
 

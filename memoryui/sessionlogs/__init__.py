@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memoryui.sessionlogs import claude_code, gemini, native, openai
-from memoryui.sessionlogs.common import SessionLogError
+from memoryui.sessionlogs.common import SessionLogError, cut_notes, keep_message_fields, message_fields
 from memoryui.sessionlogs.detect import detect
+from memoryui.sessionlogs.pairing import provider_safe
 from memoryui.transcripts import Msg, messages_of, projection_of
 
 if TYPE_CHECKING:
     from memoryui.models import Transcript
 
 FORMATS = ("memoryui", "claude-code", "gemini", "openai")
+PROVIDER_FORMATS = ("claude-code", "gemini", "openai")  # a projection in these must be a valid request
 FORMAT_LABELS = {
     "memoryui": "memoryui transcript JSON",
     "claude-code": "Claude Code session (.jsonl)",
@@ -77,6 +79,8 @@ def read(text: str, format: str | None = None, *, filename: str = "") -> Session
     metadata = transcript.get("metadata") if isinstance(transcript, dict) else None
     if isinstance(metadata, dict) and fmt != "memoryui":
         transcript["metadata"] = {**metadata, "format": fmt}
+        keep_message_fields(transcript)
+        notes = notes + cut_notes(transcript["messages"])
     return Session(format=fmt, transcript=transcript, notes=notes)
 
 
@@ -99,11 +103,15 @@ def dumps(items: list[dict], format: str, *, transcript: dict | None = None) -> 
 def export(transcript: Transcript, format: str | None = None, *, projected: bool = True) -> Export:
     """A stored transcript's messages written in `format` (default: the format it came in): its
     projection when `projected` — provider-safe, the trailing open tool exchange trimmed — else
-    every stored message."""
+    every stored message. A projection written in a provider's format is made what the provider
+    accepts (`pairing.provider_safe`), and the notes say what that changed."""
     fmt = format_name(format) if format else original_format(transcript.metadata)
     if projected:
         projection = projection_of(transcript)
         messages, trimmed, notes = projection.messages, [m.index for m in projection.trimmed], projection.notes
+        if fmt in PROVIDER_FORMATS:
+            messages, changed = provider_safe(messages)
+            notes = [*notes, *changed]
     else:
         messages, trimmed, notes = messages_of(transcript), [], []
     about = {
@@ -112,7 +120,19 @@ def export(transcript: Transcript, format: str | None = None, *, projected: bool
         "title": transcript.title,
         "metadata": transcript.metadata if isinstance(transcript.metadata, dict) else {},
     }
+    notes = [*notes, *_lost_error_flags(messages, fmt, about)]
     return Export(format=fmt, items=write(messages, fmt, transcript=about), about=about, trimmed=trimmed, notes=notes)
+
+
+def _lost_error_flags(messages: Sequence[Msg], fmt: str, about: dict) -> list[str]:
+    """A note on the tool results that were errors, for a format with no place to say so."""
+    if fmt not in ("openai", "gemini"):
+        return []
+    errors = [m.index for m in messages if m.role == "tool" and message_fields(about, m.index).get("is_error")]
+    if not errors:
+        return []
+    shown = ", ".join(f"#{index}" for index in errors)
+    return [f"messages {shown}: tool results marked as errors; {FORMAT_LABELS[fmt]} have no error flag"]
 
 
 def original_format(metadata: object) -> str:

@@ -9,7 +9,8 @@ assistant events, `message` (`role`, `content`: a string or a list of blocks `te
   they are merged back into one assistant message (a block that arrives after that message's
   own tool results is merged too). `tool_use` blocks are its tool calls; `thinking` is left out.
 - `tool_result` blocks (in user events) become `tool` messages with `tool_call_id`, before any
-  text of the same event.
+  text of the same event; `is_error` is kept in `metadata.message_fields` and written back.
+- Images and documents become `[image]` / `[document]`, counted in the notes.
 - What Claude Code itself wrote with the user role — `isMeta` lines, slash-command and
   local-command wrappers (`<command-name>`, `<local-command-stdout>`, the caveat before them),
   interruption notices, a compaction summary — goes to the system channel with source
@@ -33,7 +34,16 @@ import json
 import re
 import uuid
 
-from memoryui.sessionlogs.common import SessionLogError, as_arguments, as_text, clip, parse_arguments
+from memoryui.sessionlogs.common import (
+    FIELDS,
+    SessionLogError,
+    as_arguments,
+    as_text,
+    clip,
+    message_fields,
+    parse_arguments,
+    placeholder_note,
+)
 from memoryui.transcripts import Msg
 
 WRAPPER_PREFIXES = (
@@ -121,7 +131,7 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
     if not transcript["messages"] and not messages and not left_out:
         raise SessionLogError("holds no session events")
     notes = [f"left out {count} {what}(s)" for what, count in sorted(left_out.items())] + cut_short
-    return transcript, notes
+    return transcript, notes + placeholder_note(messages.placeholders)
 
 
 class _Messages(list):
@@ -132,6 +142,11 @@ class _Messages(list):
     def __init__(self):
         super().__init__()
         self.held: list[dict] = []
+        self.placeholders: dict[str, int] = {}  # images and documents replaced by `[image]`, …
+
+    def placeholder(self, kind: str) -> str:
+        self.placeholders[kind] = self.placeholders.get(kind, 0) + 1
+        return f"[{kind}]"
 
     def add_runtime(self, message: dict) -> None:
         (self.held if self.exchange_open() else self).append(message)
@@ -174,7 +189,7 @@ def _is_internal(event: dict, text: str) -> bool:
 
 def _add_user(messages: _Messages, event: dict, blocks: list, created: dict) -> None:
     _add_results(messages, blocks, created)
-    before, words, after = _split_reminders(_user_texts(blocks))
+    before, words, after = _split_reminders(_user_texts(messages, blocks))
     _add_reminders(messages, before, created)
     _add_user_text(messages, event, "\n".join(part for part in words if part), created)
     _add_reminders(messages, after, created)
@@ -185,14 +200,16 @@ def _add_results(messages: _Messages, blocks: list, created: dict) -> None:
         if isinstance(block, dict) and block.get("type") == "tool_result":
             message = {
                 "role": "tool",
-                "content": clip(_result_text(block.get("content"))),
+                "content": clip(_result_text(messages, block.get("content"))),
                 "tool_call_id": as_text(block.get("tool_use_id")),
                 **created,
             }
+            if block.get("is_error") is True:
+                message[FIELDS] = {"is_error": True}
             messages.add_result(message)
 
 
-def _user_texts(blocks: list) -> list[str]:
+def _user_texts(messages: _Messages, blocks: list) -> list[str]:
     """The event's texts, in order (an image or document as a placeholder)."""
     texts = []
     for block in blocks:
@@ -201,7 +218,7 @@ def _user_texts(blocks: list) -> list[str]:
         elif block.get("type") == "text":
             texts.append(as_text(block.get("text")))
         elif block.get("type") in ("image", "document"):
-            texts.append(f"[{block['type']}]")
+            texts.append(messages.placeholder(block["type"]))
     return texts
 
 
@@ -287,14 +304,14 @@ def _add_assistant(messages, event, message, blocks, created, last, left_out) ->
     return len(messages) - 1, message_id
 
 
-def _result_text(content: object) -> str:
+def _result_text(messages: _Messages, content: object) -> str:
     if isinstance(content, list):
         parts = []
         for block in content:
             if isinstance(block, dict) and block.get("type") == "text":
                 parts.append(as_text(block.get("text")))
             elif isinstance(block, dict) and block.get("type") == "image":
-                parts.append("[image]")
+                parts.append(messages.placeholder("image"))
             else:
                 parts.append(as_text(block))
         return "\n".join(parts)
@@ -313,7 +330,7 @@ def write(messages: list[Msg], transcript: dict) -> list[dict]:
     lines: list[dict] = []
     parent: str | None = None
 
-    def event(kind: str, n: int, msg: Msg, **fields) -> None:
+    def event(kind: str, n: int | str, msg: Msg, **fields) -> None:
         nonlocal parent
         event_id = str(uuid.uuid5(_NAMESPACE, f"{session_id}/{msg.index}/{n}"))
         line = {"parentUuid": parent, **common, "type": kind, "uuid": event_id, **fields}
@@ -340,7 +357,10 @@ def write(messages: list[Msg], transcript: dict) -> list[dict]:
                 event("assistant", n, message, message=body)
         elif message.role == "tool":
             block = {"type": "tool_result", "tool_use_id": message.tool_call_id or "", "content": message.content}
-            event("user", 0, message, message={"role": "user", "content": [block]})
+            if message_fields(transcript, message.index).get("is_error"):
+                block["is_error"] = True
+            # Keyed by the call too: a result made up for an unanswered call has its caller's index.
+            event("user", f"result/{message.tool_call_id}", message, message={"role": "user", "content": [block]})
         else:
             fields = {"isMeta": True} if message.source in ("internal", "banner", "repair") else {}
             if message.source == "compaction":

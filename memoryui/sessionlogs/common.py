@@ -1,4 +1,5 @@
-"""What every session-log reader shares: its error, JSON parsing, content limits."""
+"""What every session-log reader shares: its error, JSON parsing, content limits, and the
+per-message fields a format has that the transcript JSON has none for."""
 
 from __future__ import annotations
 
@@ -29,12 +30,62 @@ def load_json(text: str, what: str = "the file"):
         raise SessionLogError(f"Invalid JSON: {exc}") from None
 
 
+_CUT = re.compile(r"\n\[… (?P<cut>\d+) characters cut on import\]\Z")
+# A reader marks a message dict with what the format says of it that a transcript message has no
+# field for (a tool result's `is_error`, an orphan result's tool name); `keep_message_fields`
+# moves the marks to the transcript's metadata, by message index, where the writers find them.
+FIELDS = "_format_fields"
+
+
 def clip(text: str) -> str:
     """Text within a message's limit: a long tool output keeps its head and says what was cut."""
     if len(text) <= MAX_CONTENT_CHARS:
         return text
     marker = f"\n[… {len(text) - MAX_CONTENT_CHARS + 100} characters cut on import]"
     return text[: MAX_CONTENT_CHARS - 100] + marker
+
+
+def cut_notes(messages: list) -> list[str]:
+    """A note for each message `clip` cut: which one, and how long it was."""
+    notes = []
+    for index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        match = _CUT.search(content) if isinstance(content, str) else None
+        if match and len(content) <= MAX_CONTENT_CHARS:
+            length = int(match["cut"]) + MAX_CONTENT_CHARS - 100
+            call = f", tool result for call {message['tool_call_id']}" if message.get("tool_call_id") else ""
+            notes.append(
+                f"message #{index} ({message.get('role')}{call}): {length:,} characters, "
+                f"cut to {MAX_CONTENT_CHARS:,} (a message holds at most that)"
+            )
+    return notes
+
+
+def keep_message_fields(transcript: dict) -> None:
+    """Move the readers' marks (FIELDS) into `metadata["message_fields"]`, by message index."""
+    kept = {}
+    for index, message in enumerate(transcript.get("messages") or []):
+        if isinstance(message, dict) and (fields := message.pop(FIELDS, None)):
+            kept[str(index)] = fields
+    if kept:
+        transcript.setdefault("metadata", {})["message_fields"] = kept
+
+
+def message_fields(transcript: dict, index: int) -> dict:
+    """What the format said of the stored message at `index` beyond the transcript's fields."""
+    metadata = transcript.get("metadata")
+    kept = metadata.get("message_fields") if isinstance(metadata, dict) else None
+    fields = kept.get(str(index)) if isinstance(kept, dict) else None
+    return fields if isinstance(fields, dict) else {}
+
+
+def placeholder_note(counts: dict[str, int]) -> list[str]:
+    """A note for the attachments a reader replaced with a placeholder (`[image]`, …)."""
+    return [
+        f"replaced {count} {kind}(s) with [{kind}]: the transcript keeps text only"
+        for kind, count in sorted(counts.items())
+        if count
+    ]
 
 
 def as_text(value: object) -> str:

@@ -7,7 +7,8 @@ as `{"history": [...]}`; both are read, the array is written).
 
 A model's `functionCall` parts become the assistant message's tool calls; `functionResponse`
 parts become tool messages, paired with their call by id when both carry one, else with the
-first unanswered call of that name. A call without an id gets a stable one from its place
+first unanswered call of that name; one that answers no call keeps its name in
+`metadata.message_fields`. A call without an id gets a stable one from its place
 (`gemini-<content>-<part>`), so importing the same checkpoint again gives the same ids.
 Thought parts are left out. The CLI's own setup turn ("This is the Gemini CLI. We are setting
 up the context for our chat…", qwen-code's likewise) is marked internal on the system channel.
@@ -20,7 +21,16 @@ import json
 import re
 from urllib.parse import unquote
 
-from memoryui.sessionlogs.common import SessionLogError, as_text, clip, load_json, parse_arguments
+from memoryui.sessionlogs.common import (
+    FIELDS,
+    SessionLogError,
+    as_text,
+    clip,
+    load_json,
+    message_fields,
+    parse_arguments,
+    placeholder_note,
+)
 from memoryui.transcripts import Msg
 
 SETUP_MARKER = "we are setting up the context for our chat"
@@ -47,6 +57,7 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
         transcript["metadata"]["tag"] = tag
     messages: list[dict] = []
     notes: list[str] = []
+    files = 0  # inlineData and fileData parts, replaced by [file]
     pending: list[dict] = []  # tool calls not answered yet, in order
     setup_turn = False
     for index, content in enumerate(data):
@@ -73,6 +84,7 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
             elif isinstance(part.get("functionResponse"), dict):
                 responses.append(part["functionResponse"])
             elif "inlineData" in part or "fileData" in part:
+                files += 1
                 texts.append("[file]")
         if thoughts:
             notes.append(f"content {index}: {thoughts} thought part(s) left out")
@@ -90,10 +102,7 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
             continue
         if role not in ("user", "function"):
             raise SessionLogError(f"content {index}: role must be user or model, got {role!r}")
-        for response in responses:
-            messages.append(
-                {"role": "tool", "content": clip(_response_text(response)), "tool_call_id": _pair(response, pending)}
-            )
+        messages.extend(_result(response, pending) for response in responses)
         setup_turn = SETUP_MARKER in text.lower()
         if text.strip():
             message = {"role": "user", "content": clip(text)}
@@ -101,7 +110,19 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
                 message.update(channel="system", source="internal")
             messages.append(message)
     transcript["messages"] = messages
-    return transcript, notes
+    return transcript, notes + placeholder_note({"file": files})
+
+
+def _result(response: dict, pending: list[dict]) -> dict:
+    """A functionResponse as a tool message; an orphan keeps its tool's name (FIELDS), which
+    its missing call would otherwise give back on export."""
+    answered = _pair(response, pending)
+    message = {"role": "tool", "content": clip(_response_text(response)), "tool_call_id": answered}
+    if answered is None:
+        message["tool_call_id"] = as_text(response.get("id"))
+        if name := as_text(response.get("name")):
+            message[FIELDS] = {"name": name}
+    return message
 
 
 def write(messages: list[Msg], transcript: dict) -> list[dict]:
@@ -119,7 +140,7 @@ def write(messages: list[Msg], transcript: dict) -> list[dict]:
             part = {
                 "functionResponse": {
                     "id": message.tool_call_id or "",
-                    "name": names.get(message.tool_call_id, ""),
+                    "name": names.get(message.tool_call_id) or _orphan_name(message, transcript),
                     "response": {"output": message.content},
                 }
             }
@@ -135,6 +156,11 @@ def write(messages: list[Msg], transcript: dict) -> list[dict]:
     return history
 
 
+def _orphan_name(message: Msg, transcript: dict) -> str:
+    """The tool name a result with no call carried when it was read."""
+    return message_fields(transcript, message.index).get("name", "")
+
+
 def _response_text(response: dict) -> str:
     value = response.get("response")
     if isinstance(value, dict) and set(value) == {"output"} and isinstance(value["output"], str):
@@ -142,16 +168,17 @@ def _response_text(response: dict) -> str:
     return as_text(value)
 
 
-def _pair(response: dict, pending: list[dict]) -> str:
-    """The id of the call this response answers: by id when it has one, else the first unanswered call of its name."""
+def _pair(response: dict, pending: list[dict]) -> str | None:
+    """The id of the call this response answers (by id when it has one, else the first
+    unanswered call of its name), or None for an orphan."""
     response_id = as_text(response.get("id"))
     match = next((call for call in pending if response_id and call["id"] == response_id), None)
     if match is None and not response_id:
         match = next((call for call in pending if call["name"] == as_text(response.get("name"))), None)
-    if match is not None:
-        pending.remove(match)
-        return match["id"]
-    return response_id  # an orphan result keeps what it said
+    if match is None:
+        return None
+    pending.remove(match)
+    return match["id"]
 
 
 def _args(arguments: str) -> object:

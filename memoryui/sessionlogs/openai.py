@@ -2,13 +2,13 @@
 or `{"messages": [...]}` (the request body's shape; its `id` is taken as the transcript's).
 
 `system` and `developer` messages go to the system channel; `content` given as parts keeps
-their text (an image part becomes `[image]`); a legacy `function_call` and its `function`
+their text (an image part becomes `[image]`, counted in the notes); a legacy `function_call` and its `function`
 result are paired by name, with ids made up in order.
 """
 
 from __future__ import annotations
 
-from memoryui.sessionlogs.common import SessionLogError, as_arguments, as_text, clip, load_json
+from memoryui.sessionlogs.common import SessionLogError, as_arguments, as_text, clip, load_json, placeholder_note
 from memoryui.transcripts import Msg
 
 
@@ -24,12 +24,13 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
     if not isinstance(data, list):
         raise SessionLogError('an OpenAI message list is a JSON array of messages, or {"messages": [...]}')
     messages: list[dict] = []
+    placeholders: dict[str, int] = {}  # image, audio and file parts replaced by `[image]`, …
     pending_legacy: list[tuple[str, str]] = []  # (name, id) of function_call messages not yet answered
     for index, raw in enumerate(data):
         if not isinstance(raw, dict):
             raise SessionLogError(f"message {index} is not an object")
         role = raw.get("role")
-        content = clip(_content_text(raw.get("content")))
+        content = clip(_content_text(raw.get("content"), placeholders))
         if role in ("system", "developer"):
             messages.append({"role": "system", "content": content, "channel": "system"})
         elif role == "assistant":
@@ -57,7 +58,7 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
                 message["tool_call_id"] = raw["tool_call_id"]
             messages.append(message)
     transcript["messages"] = messages
-    return transcript, []
+    return transcript, placeholder_note(placeholders)
 
 
 def write(messages: list[Msg], transcript: dict) -> list[dict]:
@@ -80,22 +81,24 @@ def write(messages: list[Msg], transcript: dict) -> list[dict]:
     return out
 
 
-def _content_text(content: object) -> str:
+def _content_text(content: object, placeholders: dict[str, int]) -> str:
     if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, dict) and isinstance(part.get("refusal"), str):
-                parts.append(part["refusal"])
-            elif isinstance(part, dict) and part.get("type") in ("image_url", "input_image", "image"):
-                parts.append("[image]")
-            elif isinstance(part, dict) and part.get("type") in ("input_audio", "file"):
-                parts.append(f"[{part['type']}]")
-            else:
-                parts.append(as_text(part))
-        return "\n".join(parts)
+        return "\n".join(_part_text(part, placeholders) for part in content)
     return as_text(content)
+
+
+def _part_text(part: object, placeholders: dict[str, int]) -> str:
+    """A content part's text; an image, audio or file part as a placeholder, counted."""
+    if isinstance(part, dict) and isinstance(part.get("text"), str):
+        return part["text"]
+    if isinstance(part, dict) and isinstance(part.get("refusal"), str):
+        return part["refusal"]
+    kind = part.get("type") if isinstance(part, dict) else None
+    kind = "image" if kind in ("image_url", "input_image", "image") else kind
+    if kind in ("image", "input_audio", "file"):
+        placeholders[kind] = placeholders.get(kind, 0) + 1
+        return f"[{kind}]"
+    return as_text(part)
 
 
 def _tool_call(call: object, index: int, n: int) -> dict:
