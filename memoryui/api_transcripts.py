@@ -94,10 +94,11 @@ class TranscriptInSerializer(serializers.Serializer):
     messages = MessageInSerializer(many=True, allow_empty=False, max_length=MAX_MESSAGES)
     start = serializers.IntegerField(
         required=False,
+        allow_null=True,
         min_value=0,
         help_text=(
             f"a part of a longer transcript (at most {MAX_MESSAGES} messages a post): the index of its first "
-            "message, where the stored messages end or earlier; needs id"
+            "message, where the stored messages end or earlier (409 otherwise); with the transcript's id"
         ),
     )
 

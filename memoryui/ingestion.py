@@ -136,15 +136,15 @@ def clean_transcript(data, *, max_messages: int = MAX_MESSAGES) -> dict:
 
 
 def _clean_start(data: dict, problem) -> int:
-    """The index of the part's first message: 0 for a whole transcript."""
-    start = data.get("start", 0)
-    if start in (None, 0):
+    """The index of the part's first message: 0 (or null) for a whole transcript."""
+    start = data.get("start")
+    if isinstance(start, float) and start.is_integer():
+        start = int(start)  # JSON has one number type: 5000.0 is 5000
+    if start is None:
         return 0
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         problem("start", f"must be the index of the part's first message (an integer from 0), got {start!r}")
         return 0
-    if data.get("id") in (None, ""):
-        problem("start", "a part of a transcript needs the transcript's id")
     return start
 
 
@@ -259,8 +259,10 @@ def ingest(data, *, allowed_scopes: list[str] | None = None, max_messages: int =
             stored = {m.index: m for m in transcript.messages.all()}
         start = clean["start"]
         if start > len(stored):
-            raise TranscriptError(
-                {"start": [f"the transcript holds {len(stored)} messages: a part starts at {len(stored)} or earlier"]}
+            # Valid on its own, but not against what is stored: a conflict, as a changed message is.
+            raise ConflictError(
+                f"start: the transcript holds {len(stored)} messages, so a part starts at {len(stored)} or earlier "
+                "(a part may repeat stored messages, never leave a gap)"
             )
         indexed = list(enumerate(clean["messages"], start=start))
         conflicts = [index for index, message in indexed if index in stored and not _same(stored[index], message)]

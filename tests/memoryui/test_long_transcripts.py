@@ -41,6 +41,14 @@ def test_a_post_over_the_limit_says_how_to_post_it_in_parts(client, agent_token)
     assert "start" in refused.value.errors["messages"][0]
 
 
+def test_a_part_that_would_leave_a_gap_is_a_conflict_and_null_is_a_whole_transcript(client, agent_token):
+    gap = post(client, agent_token, {"id": "long-4", "scope": "agent:main", "start": 7, "messages": turns(1, 7)})
+    assert gap.status_code == 409, gap.content
+    assert "a part starts at 0 or earlier" in gap.json()["error"]["message"]
+    whole = post(client, agent_token, {"id": "long-4", "scope": "agent:main", "start": None, "messages": turns(2)})
+    assert whole.status_code == 201, whole.content
+
+
 def test_parts_with_their_start_make_one_transcript_in_order(client, agent_token):
     first = post(client, agent_token, {"id": "long-1", "scope": "agent:main", "messages": turns(MAX_MESSAGES)})
     assert first.status_code == 201, first.content
@@ -58,18 +66,20 @@ def test_a_part_may_overlap_what_is_stored_but_not_leave_a_gap_or_change_it():
     ingest({"id": "long-2", "scope": "agent:main", "messages": turns(10)})
     again = ingest({"id": "long-2", "scope": "agent:main", "start": 8, "messages": turns(4, 8)})
     assert (again.added, again.unchanged) == (2, 2)
-    with pytest.raises(TranscriptError) as gap:
+    with pytest.raises(ConflictError, match="holds 12 messages, so a part starts at 12 or earlier"):
         ingest({"id": "long-2", "scope": "agent:main", "start": 20, "messages": turns(1, 20)})
-    assert gap.value.errors == {"start": ["the transcript holds 12 messages: a part starts at 12 or earlier"]}
     with pytest.raises(ConflictError, match="messages 9 differ"):
         ingest({"id": "long-2", "scope": "agent:main", "start": 9, "messages": turns(1, 0)})
-    with pytest.raises(TranscriptError) as no_id:
+    with pytest.raises(ConflictError, match="holds 0 messages"):  # a part of no stored transcript
         ingest({"scope": "agent:main", "start": 3, "messages": turns(1)})
-    assert no_id.value.errors == {"start": ["a part of a transcript needs the transcript's id"]}
+    assert ingest({"id": "long-2", "scope": "agent:main", "start": 12.0, "messages": turns(1, 12)}).added == 1
+    assert ingest({"id": "long-2", "scope": "agent:main", "start": None, "messages": turns(2)}).unchanged == 2
     with pytest.raises(TranscriptError) as bad:
         ingest({"id": "long-2", "scope": "agent:main", "start": -1, "messages": turns(1)})
     assert "an integer from 0" in bad.value.errors["start"][0]
-    assert Transcript.objects.get().messages.count() == 12
+    with pytest.raises(TranscriptError, match="got 1.5"):
+        ingest({"id": "long-2", "scope": "agent:main", "start": 1.5, "messages": turns(1)})
+    assert Transcript.objects.get().messages.count() == 13
 
 
 def test_a_bad_message_of_a_part_is_named_by_its_index_in_the_transcript():
