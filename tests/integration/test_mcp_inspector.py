@@ -14,15 +14,14 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from memoryui.models import ApiToken
+from tests.mcpserver.support import ROOT, environment, manage
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = ROOT / "tests" / "clients" / "node_modules" / "@modelcontextprotocol" / "inspector" / "package.json"
 FACT = "The release job must run on ubuntu-24.04."
 TOOL_ERROR = 5  # the Inspector CLI's exit status when the tool answered with isError: true
@@ -56,20 +55,11 @@ def text_of(result) -> str:
 # --- stdio -----------------------------------------------------------------------------------------
 
 
-def manage(env: dict, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def stdio_store(tmp_path_factory) -> dict:
     """A migrated store of its own, an editor (ed) and a write token of ed's for agent:ci."""
     data_dir = tmp_path_factory.mktemp("inspector-stdio")
-    env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
-    env.update(MEMORYUI_DATA_DIR=str(data_dir), CELERY_TASK_ALWAYS_EAGER="1", OMP_NUM_THREADS="1")
+    env = environment(data_dir)
     manage(env, "migrate", "-v0")
     manage(env, "shell", "-c", "from django.contrib.auth import get_user_model as m; m().objects.create_user('ed')")
     manage(env, "set_role", "ed", "editor")

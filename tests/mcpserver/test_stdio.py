@@ -9,12 +9,10 @@ operator changes ed's role, deactivates ed's account and revokes the token."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import anyio
 import pytest
@@ -22,11 +20,10 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from tests.mcpserver.support import run_client
+from tests.mcpserver.support import ROOT, environment, manage, run_client
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 TOOL = "mcp__ata__article-list-query"
 SCHEMA = "Parameter schema for article-list-query: page_size int ≤ 50, query string, locale enum."
 GOTCHA = "Gotcha for article-list-query: always pass locale=zh or it silently returns empty."
@@ -37,20 +34,6 @@ STORE = [
     {"scope": "agent:main", "kind": "fact", "text": "Staging runs on k3s with three nodes."},
     {"scope": "agent:other", "kind": "fact", "text": "The other agent's deploy key is in vault under ops/other."},
 ]
-
-
-def environment(data_dir: Path) -> dict:
-    env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
-    env.update(MEMORYUI_DATA_DIR=str(data_dir), CELERY_TASK_ALWAYS_EAGER="1", OMP_NUM_THREADS="1")
-    return env
-
-
-def manage(env: dict, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
