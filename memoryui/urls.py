@@ -41,6 +41,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("memoryui.api_urls")),
     path("mcp/", include("mcpserver.urls")),
+    path(".well-known/", include("mcpserver.discovery")),
 ]
 
 handler400 = "memoryui.views.bad_request"  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 there

@@ -94,6 +94,13 @@ def test_the_inspector_lists_the_tools_remembers_and_finds_over_stdio(stdio_stor
     assert status == 0 and not found.get("isError"), found
     assert FACT in text_of(found)
 
+    status, prompts = stdio(stdio_store, "--method", "prompts/list")
+    assert status == 0 and {p["name"] for p in prompts["prompts"]} == {"remember", "what_do_you_remember"}, prompts
+    asked = ("--prompt-name", "what_do_you_remember", "--prompt-args", "topic=release")
+    status, prompt = stdio(stdio_store, "--method", "prompts/get", *asked)
+    assert status == 0, prompt
+    assert json.dumps(FACT) in prompt["messages"][0]["content"]["text"], prompt
+
 
 def test_a_bad_argument_comes_back_as_a_tool_error_whose_text_says_why_over_stdio(stdio_store):
     status, result = stdio(
