@@ -35,6 +35,7 @@ from memoryui.extraction.sentences import (
     Sentence,
     is_statement,
     prepare,
+    sentence_starts,
     size,
     split_sentences,
     statement_spans,
@@ -385,6 +386,17 @@ def _explicit_remember(text: str) -> tuple[str, str, bool] | None:
     return None
 
 
+def _later_remember(text: str) -> tuple[int, tuple[str, str, bool]] | None:
+    """A remember command that opens a later sentence ("Do that. And remember that …"): where that
+    sentence starts, and the request from there on. Only a command put first counts here: a
+    trailing one ("…, remember that") already reads the whole message."""
+    for start in sentence_starts(text):
+        found = _explicit_remember(text[start:])
+        if found is not None and found[2]:
+            return start, found
+    return None
+
+
 def _from_sentences(text: str) -> list[tuple[Sentence, list[tuple[Extracted, int, int]]]]:
     found = []
     for sentence in split_sentences(text):
@@ -395,6 +407,12 @@ def _from_sentences(text: str) -> list[tuple[Sentence, list[tuple[Extracted, int
     return found
 
 
+# An order that is a rule to keep ("Always run the tests.", "不要直接推 main"), not a task for now.
+_STANDING_RULE = re.compile(
+    r"(?:always|never|don'?t|do not|every\s+time|each\s+time|whenever|before|after|only|make sure"
+    r"|永远|总是|始终|每次|不要|别|不能|务必|一定|只|之前|以后)",
+    re.I,
+)
 _JOINING_WORDS = re.compile(r"^(?:(?:and|also|plus)\b[\s,]*)+", re.I)
 
 
@@ -405,11 +423,13 @@ def _remembered(content: str, rule: str, leading: bool) -> list[Extracted]:
     Statements are told apart where a clause or an "and" starts a new subject and verb
     (sentences.statement_spans); what is not a statement of its own stays with the one before.
     Dictated content ("记住：写代码前先跑测试") is kept even when it reads like an order; before a
-    trailing command ("…，然后帮我记下来") an order is a task whose result was to be noted.
+    trailing command ("…，然后帮我记下来") an order is a task whose result was to be noted. In a
+    sentence after the request's first, an order is this turn's task ("Remember that X. Now convert
+    Y.") unless it is a rule to keep ("… Never deploy on Fridays."), which is a memory of its own.
     """
     keep = ("other", "request") if leading else ("other",)
     facts, statements = [], []  # statements: [(sentence, [part text, …])]
-    for sentence, found in _from_sentences(content):
+    for number, (sentence, found) in enumerate(_from_sentences(content)):
         entities = [(fact, start, end) for fact, start, end in found if fact.kind == "entity"]
         for fact, _, _ in entities:
             confidence = max(fact.confidence, stated_confidence(EXPLICIT, sentence, len(sentence.text)))
@@ -417,12 +437,16 @@ def _remembered(content: str, rule: str, leading: bool) -> list[Extracted]:
         for clause in sentence.clauses:
             if clause.category not in keep:
                 continue
+            if clause.category == "request" and number and not _STANDING_RULE.match(FILLER.sub("", clause.text)):
+                continue  # "Remember that X. Now convert Y.": the order after it is this turn's task
             for start, end in statement_spans(sentence.text, clause.start, clause.end):
                 part = sentence.text[start:end].strip()
                 covered = any(s < end and start < e for _, s, e in entities)
                 if covered or size(FILLER.sub("", part, count=1)) < 2:
                     continue
-                if statements and not (is_statement(part) and is_statement(statements[-1][1][0])):
+                if number and _STANDING_RULE.match(FILLER.sub("", part)):
+                    statements.append((sentence, [part]))  # "… Never deploy on Fridays.": a rule of its own
+                elif statements and not (is_statement(part) and is_statement(statements[-1][1][0])):
                     statements[-1][1].append(part)
                 else:
                     statements.append((sentence, [_JOINING_WORDS.sub("", part)]))
@@ -442,8 +466,13 @@ def l0_extract(text: str) -> list[Extracted]:
     if not prepared:
         return []
     explicit = _explicit_remember(prepared)
+    later = None if explicit is not None else _later_remember(prepared)
     if explicit is not None:
         facts = _remembered(*explicit)
+    elif later is not None:
+        start, request = later
+        facts = [fact for _, found in _from_sentences(prepared[:start]) for fact, _, _ in found]
+        facts += _remembered(*request)
     else:
         facts = [fact for _, found in _from_sentences(prepared) for fact, _, _ in found]
     unique: dict[tuple[str, str], Extracted] = {}

@@ -6,6 +6,7 @@ greeting, nudge, complaint, one-off request, question, or "other" (it may state 
 
     prepare          NFKC (full-width forms to ASCII), spaces collapsed, newlines kept
     split_sentences  sentences, each split into classified clauses
+    sentence_starts  where the sentences after the first start
     size             how much a text says (CJK characters plus Latin words and numbers)
     FILLER           openers that do not change what a clause is ("also, …", "另外…")
 """
@@ -85,6 +86,16 @@ def split_sentences(text: str) -> list[Sentence]:
         if body.strip():
             sentences.append(_sentence(body, asked))
     return sentences
+
+
+def sentence_starts(text: str) -> list[int]:
+    """Where each sentence after the first of a prepared text starts (its first visible character)."""
+    starts = []
+    for end_mark in _SENTENCE_END.finditer(text):
+        rest = text[end_mark.end() :]
+        if rest.strip():
+            starts.append(end_mark.end() + len(rest) - len(rest.lstrip()))
+    return starts
 
 
 def _sentence(body: str, asked: bool) -> Sentence:

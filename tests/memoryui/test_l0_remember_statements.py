@@ -120,3 +120,34 @@ def test_a_dry_run_of_the_transcript_shows_two_memories_in_the_third_person(inde
         ("added", "remember", "The user's manager is Priya Raman."),
     ]
     assert not Memory.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "statements"),
+    [
+        # A remember command that opens a later sentence is a request all the same.
+        (
+            "Do that. And remember that the nightly export must start after the backup has finished.",
+            [("remember", "The nightly export must start after the backup has finished.")],
+        ),
+        (
+            "I prefer tabs. Remember that the release is on Friday.",
+            [("preference", "The user prefers tabs."), ("remember", "The release is on Friday.")],
+        ),
+        # An order in a sentence after the request is this turn's task, not something to remember …
+        (
+            "Remember that the staging deploy needs the VPN. Now convert refund_test.go.",
+            [("remember", "The staging deploy needs the VPN.")],
+        ),
+        ("记住：写代码前先跑测试。然后帮我看看这个bug。", [("remember", "写代码前先跑测试。")]),
+        # … unless it is a rule to keep.
+        (
+            "Remember that the staging deploy needs the VPN. Never deploy on Fridays.",
+            [("remember", "The staging deploy needs the VPN."), ("remember", "Never deploy on Fridays.")],
+        ),
+        # "remember to …" later on is still a reminder for later, not knowledge.
+        ("Can you check the logs? Remember to restart the server after.", []),
+    ],
+)
+def test_a_request_in_a_later_sentence_and_the_task_after_one(text, statements):
+    assert sorted((fact.kind, fact.text) for fact in l0_extract(text)) == sorted(statements)

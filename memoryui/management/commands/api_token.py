@@ -4,9 +4,11 @@
     python manage.py api_token list [--user USERNAME] [--json]
     python manage.py api_token revoke ID_OR_PREFIX [--json]
 
-`create` prints the raw key once; only its hash is stored. The command line is the operator's: it
-mints any token, whatever the user's role (the dashboard and the API keep to `memoryui.roles`);
-a token still never does more than its user's role allows when it is used.
+`create` prints the raw key once, alone on standard output (so `KEY=$(manage.py api_token create …)`
+holds the key and nothing else); which token it is and the advice to store the key go to standard
+error. Only the key's hash is stored. The command line is the operator's: it mints any token,
+whatever the user's role (the dashboard and the API keep to `memoryui.roles`); a token still never
+does more than its user's role allows when it is used.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from django.core.management.base import CommandError
 from memoryui import rules
 from memoryui.management.base import ReportingCommand
 from memoryui.models import TOKEN_PREFIX, ApiToken, hash_token
+
+
+def _plain(text: str) -> str:
+    return text
 
 
 def token_dict(token: ApiToken) -> dict:
@@ -73,10 +79,13 @@ class Command(ReportingCommand):
         except rules.MemoryValidationError as exc:
             raise CommandError(str(exc)) from None
         if not options["json"]:
+            # The key alone on standard output, so a script captures it and nothing else; the words
+            # for the person at the terminal on standard error (the advice is a warning, not an error).
             scopes = ", ".join(token.scopes) or "every scope"
-            self.stdout.write(f"Token {token.pk} {token.name!r} for {user.get_username()} ({scopes}, {token.access}):")
+            described = f"Token {token.pk} {token.name!r} for {user.get_username()} ({scopes}, {token.access}):"
+            self.stderr.write(described, style_func=_plain)
             self.stdout.write(raw)
-            self.stderr.write("Store the key now: it is not shown again.")
+            self.stderr.write("Store the key now: it is not shown again.", style_func=self.style.WARNING)
         return {**token_dict(token), "key": raw}
 
     def _list(self, options) -> dict:
