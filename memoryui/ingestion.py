@@ -277,11 +277,27 @@ def ingest(data, *, allowed_scopes: list[str] | None = None, max_messages: int =
         ]
         Message.objects.bulk_create(new, batch_size=1000)
         if new and not created:
+            transcript.metadata = _with_new_message_fields(transcript.metadata, clean["metadata"], new)
             transcript.updated_at = now
-            transcript.save(update_fields=["updated_at"])
+            transcript.save(update_fields=["updated_at", "metadata"])
     return IngestReport(
         transcript=transcript, created=created, added=len(new), unchanged=len(clean["messages"]) - len(new)
     )
+
+
+def _with_new_message_fields(stored: dict, posted: dict, new: list[Message]) -> dict:
+    """The stored metadata, with what the posted session log says of the new messages beyond their
+    fields (`message_fields`, by index: a tool result's `is_error`, …) added. A growing session is
+    posted whole again; the rest of its metadata, and what was said of stored messages, stay as
+    first stored."""
+    posted_fields = posted.get("message_fields")
+    if not isinstance(posted_fields, dict):
+        return stored
+    added = {str(m.index): posted_fields[str(m.index)] for m in new if str(m.index) in posted_fields}
+    if not added:
+        return stored
+    kept = stored.get("message_fields") if isinstance(stored.get("message_fields"), dict) else {}
+    return {**stored, "message_fields": {**kept, **added}}
 
 
 def _same(stored: Message, message: dict) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.management import call_command
 
 from memoryui import sessionlogs
 from memoryui.ingestion import MAX_CONTENT_CHARS
@@ -67,12 +68,44 @@ def test_a_claude_code_error_result_is_still_an_error_when_exported(tmp_path, pr
     ]
 
 
+def test_a_growing_session_keeps_the_error_flag_of_a_result_it_gained(tmp_path):
+    first = [*FAILED_READ[:2], {**FAILED_READ[2], "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "File does not exist."}]}}]  # fmt: skip
+    transcript, _ = ingest(session_file(tmp_path, "s-1.jsonl", [*first, FAILED_READ[3]]))
+    retry = [
+        user("Try b.yml."),
+        assistant("m3", {"type": "tool_use", "id": "toolu_2", "name": "Read", "input": {"file_path": "b.yml"}}),
+        user([{"type": "tool_result", "tool_use_id": "toolu_2", "content": "Permission denied.", "is_error": True}]),
+    ]
+    grown, report = ingest(session_file(tmp_path, "s-1.jsonl", [*first, FAILED_READ[3], *retry]))
+
+    assert grown.pk == transcript.pk and (report["created"], report["added"]) == (False, 3)
+    results = results_of(sessionlogs.export(grown).items)
+    assert [result.get("is_error", False) for result in results] == [False, True]
+
+
 def test_an_error_flag_the_format_has_no_place_for_is_in_the_export_notes(tmp_path):
     transcript, _ = ingest(session_file(tmp_path, "s-1.jsonl", FAILED_READ))
 
     for fmt in ("openai", "gemini"):
         notes = sessionlogs.export(transcript, fmt).notes
         assert any("messages #2: tool results marked as errors" in note for note in notes), fmt
+
+
+def test_export_transcript_reports_the_notes_in_json_in_its_summary_and_on_stderr(tmp_path, capsys):
+    transcript, _ = ingest(session_file(tmp_path, "s-1.jsonl", FAILED_READ))
+    lost = "messages #2: tool results marked as errors"
+
+    report = run("export_transcript", str(transcript.pk), str(tmp_path / "out.json"), "--format", "openai")
+    call_command("export_transcript", str(transcript.pk), str(tmp_path / "out.json"), "--format", "gemini")
+    summary = capsys.readouterr().out
+    call_command("export_transcript", str(transcript.pk), "--format", "openai")
+    to_stdout = capsys.readouterr()
+
+    assert any(lost in note for note in report["notes"]), report
+    assert f"note: {lost}" in summary
+    assert json.loads(to_stdout.out)  # the export alone on standard output …
+    assert f"note: {lost}" in to_stdout.err  # … and what it lost on standard error
 
 
 def test_images_replaced_by_a_placeholder_are_counted_in_the_notes(tmp_path):

@@ -1,5 +1,7 @@
 """Write a stored transcript back out: as stored, or (--projected) as the provider-safe projection
-every consumer sees, in the format it came in or another.
+every consumer sees, in the format it came in or another. What the target format cannot hold, or
+the projection changed, is listed as notes (in `--json`'s `notes`; on standard error when the
+export itself goes to standard output).
 
 python manage.py export_transcript 3f2c… --projected                  # to standard output
 python manage.py export_transcript 3f2c… --projected --format openai resumed.json
@@ -43,6 +45,8 @@ class Command(ReportingCommand):
             if options["json"]:
                 raise CommandError("--json needs a PATH: without one the export itself is the output")
             self.stdout.write(text, ending="")
+            for note in export.notes:  # the export alone goes to standard output
+                self.stderr.write(f"note: {note}")
             return
         try:
             with open(options["path"], "w", encoding="utf-8") as stream:
@@ -55,6 +59,7 @@ class Command(ReportingCommand):
             "projected": options["projected"],
             "exported": len(export.items),
             "trimmed": export.trimmed,
+            "notes": export.notes,
             "path": options["path"],
         }
         if options["json"]:
@@ -64,3 +69,5 @@ class Command(ReportingCommand):
                 f"Wrote {len(export.items)} {export.format} items of transcript {transcript.pk} to {options['path']}"
                 + (f" ({len(export.trimmed)} messages trimmed)." if export.trimmed else ".")
             )
+            for note in export.notes:
+                self.stdout.write(f"note: {note}")
