@@ -97,6 +97,7 @@ def test_the_command_writes_a_file_and_reports_what_it_wrote(tmp_path):
 
     report = run("export_transcript", str(transcript.pk), str(path), "--projected", "--format", "openai")
 
+    notes = report.pop("notes")
     assert report == {
         "transcript_id": str(transcript.pk),
         "format": "openai",
@@ -105,6 +106,7 @@ def test_the_command_writes_a_file_and_reports_what_it_wrote(tmp_path):
         "trimmed": [5, 6],
         "path": str(path),
     }
+    assert notes[0].startswith("trimmed message #5: assistant tool calls post_message")  # what the projection did
     assert openai_problems(json.loads(path.read_text())) == []
 
 
