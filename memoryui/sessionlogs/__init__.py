@@ -120,7 +120,7 @@ def export(transcript: Transcript, format: str | None = None, *, projected: bool
         "title": transcript.title,
         "metadata": transcript.metadata if isinstance(transcript.metadata, dict) else {},
     }
-    notes = [*notes, *_lost_error_flags(messages, fmt, about)]
+    notes = [*notes, *_lost_error_flags(messages, fmt, about), *_lost_in_format(messages, fmt)]
     return Export(format=fmt, items=write(messages, fmt, transcript=about), about=about, trimmed=trimmed, notes=notes)
 
 
@@ -133,6 +133,21 @@ def _lost_error_flags(messages: Sequence[Msg], fmt: str, about: dict) -> list[st
         return []
     shown = ", ".join(f"#{index}" for index in errors)
     return [f"messages {shown}: tool results marked as errors; {FORMAT_LABELS[fmt]} have no error flag"]
+
+
+def _lost_in_format(messages: Sequence[Msg], fmt: str) -> list[str]:
+    """Notes on what `fmt` has no place for: a Gemini checkpoint's system messages (the system
+    instruction is not saved in it), and the times of messages in formats that keep none."""
+    notes = []
+    if fmt == "gemini" and (system := [m.index for m in messages if m.role == "system"]):
+        shown = ", ".join(f"#{index}" for index in system[:20]) + (", …" if len(system) > 20 else "")
+        notes.append(f"messages {shown}: system messages left out; a Gemini checkpoint has no place for them")
+    if fmt in _TIMELESS and any(m.created_at for m in messages):
+        notes.append(f"the messages' times left out: {_TIMELESS[fmt]} no time")
+    return notes
+
+
+_TIMELESS = {"openai": "an OpenAI message has", "gemini": "a Gemini checkpoint's content has"}
 
 
 def original_format(metadata: object) -> str:

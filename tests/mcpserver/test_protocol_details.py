@@ -164,8 +164,8 @@ def test_authorization_server_discovery_is_a_json_404_saying_where_keys_come_fro
 def test_the_readme_gives_each_clients_form_of_the_http_server():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## MCP server", 1)[1].split("\n## ", 1)[0]
-    configs = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
-    servers = [config["mcpServers"]["memoryui"] for config in configs]
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+    servers = [block["mcpServers"]["memoryui"] for block in blocks if "mcpServers" in block]
 
     over_http = [server for server in servers if "command" not in server]
     claude_code = next(server for server in over_http if server.get("type") == "http")

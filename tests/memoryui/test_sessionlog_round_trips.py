@@ -13,7 +13,7 @@ from django.core.management import call_command
 from memoryui import sessionlogs
 from memoryui.ingestion import MAX_CONTENT_CHARS
 from memoryui.models import Transcript
-from tests.memoryui.sessionlog_support import run
+from tests.memoryui.sessionlog_support import SESSIONS, run
 
 pytestmark = pytest.mark.django_db
 
@@ -148,3 +148,19 @@ def test_a_tool_result_over_the_content_limit_is_cut_and_the_notes_say_which_and
         "message #2 (tool, tool result for call toolu_1): 300,000 characters, "
         "cut to 200,000 (a message holds at most that)"
     ) in report["notes"]
+
+
+def test_what_gemini_and_openai_have_no_place_for_is_in_the_export_notes():
+    report = run("ingest_transcript", str(SESSIONS / "claude-code" / "session.jsonl"), "--scope", "agent:main")
+    transcript = Transcript.objects.get(pk=report["transcript_id"])
+    system = [m.index for m in transcript.messages.filter(role="system")]
+
+    gemini = sessionlogs.export(transcript, "gemini")
+    openai = sessionlogs.export(transcript, "openai")
+    claude = sessionlogs.export(transcript, "claude-code")
+
+    shown = ", ".join(f"#{index}" for index in system)
+    assert f"messages {shown}: system messages left out; a Gemini checkpoint has no place for them" in gemini.notes
+    assert "the messages' times left out: a Gemini checkpoint's content has no time" in gemini.notes
+    assert "the messages' times left out: an OpenAI message has no time" in openai.notes
+    assert not [note for note in claude.notes if "left out" in note]  # Claude Code events keep both
