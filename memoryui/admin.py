@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from memoryui import roles, writing
+from memoryui.forms import GUARDED_JSON
 from memoryui.models import (
     ApiToken,
     DistinctPair,
@@ -85,6 +86,7 @@ class MemoryAdmin(admin.ModelAdmin):
     actions = ["pin_selected", "unpin_selected", "tombstone_selected", "restore_selected"]
     show_full_result_count = False  # a COUNT(*) per page is wasted at 100k rows
     list_per_page = 50
+    formfield_overrides = GUARDED_JSON  # metadata typed here is read as the API reads it
 
     class Media:
         css = {"all": ["memoryui/admin.css"]}
@@ -176,6 +178,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "key_prefix", "user", "scopes", "access", "created_at", "last_used_at", "revoked_at")
     list_filter = ("access",)
     readonly_fields = ("key_prefix", "key_hash", "created_at", "last_used_at")
+    formfield_overrides = GUARDED_JSON
     actions = ["revoke_selected"]
 
     def has_add_permission(self, request) -> bool:

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from django import forms
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
+from django.forms.fields import InvalidJSONInput, JSONString
 from django.utils import timezone
 from django.utils.text import capfirst
 
-from memoryui import rules, sessionlogs, untrusted, writing
+from memoryui import jsontext, rules, sessionlogs, writing
 from memoryui.ingestion import MAX_FILE_MESSAGES, IngestReport, TranscriptError, ingest
 from memoryui.memoryfiles import FormatError
 from memoryui.memoryfiles import detect as memoryfiles_detect
@@ -21,6 +22,37 @@ from memoryui.models import ApiToken, ConflictError, Memory, TaskRun
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 from memoryui.tasks import enqueue_extraction
 from memoryui.text import memories
+
+# --- JSON typed in a form ------------------------------------------------------------------
+
+
+class GuardedJSONField(forms.JSONField):
+    """Django's JSON form field, reading what was typed with memoryui.jsontext (the API's limits):
+    text nested past 32 levels, larger than the API takes, or holding NaN is an invalid value,
+    never a RecursionError. The back office's JSON fields (`GUARDED_JSON`) are such fields."""
+
+    def to_python(self, value):
+        if self.disabled or value in self.empty_values or not isinstance(value, str) or isinstance(value, JSONString):
+            return super().to_python(value)
+        try:
+            converted = jsontext.loads(value)
+        except jsontext.JSONTextError as exc:
+            raise forms.ValidationError(f"Enter a valid JSON value: {exc}", code="invalid") from None
+        return JSONString(converted) if isinstance(converted, str) else converted
+
+    def bound_data(self, data, initial):
+        if self.disabled:
+            return initial
+        if data is None:
+            return None
+        try:
+            return jsontext.loads(data)
+        except jsontext.JSONTextError:
+            return InvalidJSONInput(data)
+
+
+GUARDED_JSON = {models.JSONField: {"form_class": GuardedJSONField}}  # a ModelAdmin's formfield_overrides
+
 
 # --- memory list ---------------------------------------------------------------------------
 
@@ -182,17 +214,12 @@ class MemoryForm(forms.Form):
         if not raw:
             return {}
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"Invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", code="invalid_json"
-            ) from None
-        except RecursionError:
-            # Thousands of levels exhaust the decoder before rules.clean_memory_fields could count them.
-            raise forms.ValidationError(
-                f"is nested more than {untrusted.MAX_JSON_DEPTH} levels deep", code="too_deep"
-            ) from None
-        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            value = jsontext.loads(raw, root="metadata")
+        except jsontext.JSONTextError as exc:
+            if exc.code == jsontext.TOO_DEEP:
+                raise forms.ValidationError(str(exc), code="too_deep") from None
+            if exc.code == jsontext.TOO_LARGE:
+                raise forms.ValidationError(exc.reason, code="too_large") from None
             raise forms.ValidationError(f"Invalid JSON: {exc}", code="invalid_json") from None
         if not isinstance(value, dict):
             raise forms.ValidationError('must be a JSON object, e.g. {"tags": ["ops"]}', code="not_object")

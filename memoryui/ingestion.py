@@ -22,6 +22,7 @@ from django.utils import timezone
 from memoryui import rules, untrusted
 from memoryui.models import ConflictError, Message, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
+from memoryui.transcripts import arguments_problem
 
 ROLES = tuple(Message.Role.values)
 SOURCES = ("user", "internal", "banner", "repair", "compaction")
@@ -213,6 +214,8 @@ def _clean_tool_calls(value, where: str, problem) -> list[dict]:
         arguments = call.get("arguments", "")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        elif unwritable := arguments_problem(arguments):  # what cannot be exported is refused here
+            problem(f"{where}[{n}].arguments", unwritable)
         call_id = call.get("id") or f"call_{n}"
         if not isinstance(call_id, str):
             problem(f"{where}[{n}].id", "must be a string")

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DataError, IntegrityError, connections, models, router, transaction
 from django.utils import timezone
 
-from memoryui import rules, untrusted
+from memoryui import jsontext, rules, untrusted
 from memoryui.models import Memory, MemoryEvent, queue_index_sync
 from memoryui.reports import Report
 
@@ -110,31 +110,21 @@ def parse_record(data: dict, *, scope: str | None = None) -> dict:
 _JSON_TYPE_NAMES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    number = float(text)
-    if number in (float("inf"), float("-inf")):
-        raise ValueError(f"the number {text[:40]} is too large")
-    return number
-
-
 def _load_line(raw: str) -> dict:
     """The line's object, or ValueError saying why it is not one a memory can be made of.
 
-    Every string (keys included) must be storable as text and nesting is limited
-    (memoryui.untrusted); the error names the JSON path of each problem.
+    The line is read by memoryui.jsontext (nested at most untrusted.MAX_JSON_DEPTH levels, no
+    larger than the API takes, no NaN or number past a float's range); every string (keys
+    included) must be storable as text. The error names the JSON path of each problem.
     """
     try:
-        data = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
-    except RecursionError:  # nested deeper than the parser's recursion allows
-        data = _truncated_at_depth_limit(raw)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"malformed JSON: {exc.msg} (column {exc.colno})") from None
-    except ValueError as exc:
-        raise ValueError(f"malformed JSON: {exc}") from None
+        data = jsontext.loads(raw)
+    except jsontext.JSONTextError as exc:
+        if exc.code == jsontext.SYNTAX:
+            raise ValueError(f"malformed JSON: {exc.reason} (column {exc.column})") from None
+        if exc.code == jsontext.TOO_DEEP and exc.path:
+            raise ValueError(f"{exc.path}: {exc.reason}") from None
+        raise ValueError(f"malformed JSON: {exc.reason}") from None
     if not isinstance(data, dict):
         raise ValueError(f"not a JSON object (got {_JSON_TYPE_NAMES.get(type(data), 'null')})")
     problems = [f"{where}: {reason}" for where, reason in islice(untrusted.json_problems(data), _PROBLEMS_SHOWN + 1)]
@@ -143,37 +133,6 @@ def _load_line(raw: str) -> dict:
     if problems:
         raise ValueError("; ".join(problems))
     return data
-
-
-def _truncated_at_depth_limit(raw: str) -> object:
-    """The value of a line too deep to parse, cut where its nesting first passes
-    untrusted.MAX_JSON_DEPTH (an empty array in its place), so the check names that path.
-
-    ValueError if the line is not JSON up to that point either.
-    """
-    closers: list[str] = []
-    in_string = escaped = False
-    for offset, char in enumerate(raw):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            if len(closers) == untrusted.MAX_JSON_DEPTH:
-                # A bracket only opens a value: put the empty array there and close what is open.
-                try:
-                    return json.loads(raw[:offset] + "[]" + "".join(reversed(closers)))
-                except (ValueError, RecursionError):
-                    break
-            closers.append("]" if char == "[" else "}")
-        elif char in "]}" and closers:
-            closers.pop()
-    raise ValueError(f"malformed JSON: nested too deeply (the limit is {untrusted.MAX_JSON_DEPTH} levels)")
 
 
 def parse_lines(lines: Iterable[bytes | str], *, scope: str | None = None) -> tuple[list[tuple[int, dict]], list[dict]]:

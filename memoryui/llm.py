@@ -18,7 +18,6 @@ process, so later calls start there.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
+
+from memoryui import jsontext
 
 logger = logging.getLogger(__name__)
 
@@ -122,9 +123,11 @@ class AnswerSchema:
     def parse(self, raw: str) -> object:
         """The answer in `raw` (one ```json fence tolerated), valid for the schema, or AnswerRejected."""
         try:
-            answer = json.loads(strip_fence(raw))
-        except ValueError as exc:
-            message = f"the answer is not JSON ({exc.msg} at character {exc.pos})"
+            answer = jsontext.loads(strip_fence(raw))
+        except jsontext.JSONTextError as exc:
+            where = f" at character {exc.position}" if exc.position is not None else ""
+            what = "is not JSON" if exc.code == jsontext.SYNTAX else "is JSON memoryui does not read"
+            message = f"the answer {what} ({exc.reason}{where})"
             raise AnswerRejected("invalid_json", message) from None
         if error := self.first_error(answer):
             raise AnswerRejected("invalid_answer", error)

@@ -8,12 +8,13 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, parsers
 
-from memoryui import untrusted
+from memoryui import jsontext, untrusted
 
 # A body with thousands of bad strings is answered with the first of them, not a list as long.
 PROBLEMS_SHOWN = 20
 PATH_MAX_CHARS = 200
 BODY = "body"
+DECODER_DEPTH = 1000  # Python's default recursion limit: its JSON decoder gave up past about this
 
 
 class UnstorableBody(exceptions.ParseError):
@@ -35,23 +36,35 @@ def field_path(json_path: str) -> str:
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser, refusing at the boundary what no endpoint can store (`memoryui.untrusted`).
+    """DRF's JSON parser, reading the body with memoryui.jsontext (the reader of every JSON text
+    memoryui did not write) and refusing at the boundary what no endpoint can store
+    (`memoryui.untrusted`).
 
     A body whose strings (values or keys, at any depth) hold a lone UTF-16 surrogate ("\\udfff" is
     valid JSON) or a NUL, or that is nested more than MAX_JSON_DEPTH levels, is a 400 before any
     view reads it: nothing is written, whichever endpoint it was for. The error details are keyed
     by the place in the body, written as the field it names: `text`, `metadata.k`,
-    `messages[2].tool_calls[0].name`; `body` is the body as a whole (nesting so deep that the JSON
-    decoder itself gives up). Each names its reason; the message repeats the first one.
+    `messages[2].tool_calls[0].name`; `body` is the body as a whole: one nested deeper than
+    Python's own decoder reads (DECODER_DEPTH levels), which no client builds by mistake, is
+    refused as that, as it always was. Each names its reason; the message repeats the first one.
+    NaN, Infinity and numbers past a float's range are a parse error, as text that is not JSON.
     """
 
     def parse(self, stream, media_type=None, parser_context=None):
+        charset = parsers.get_encoding(parser_context or {})  # a text codec: never bz2_codec and the like
+        raw = read_limited(stream)
         try:
-            data = super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            # Thousands of levels exhaust the decoder's recursion before any check could run.
-            reason = f"is nested more than {untrusted.MAX_JSON_DEPTH} levels deep"
+            text = raw.decode(charset)
+        except UnicodeDecodeError as exc:
+            reason = f"is not {charset} text (byte {exc.start})"
             raise UnstorableBody(f"Invalid input: the {BODY} {reason}.", {BODY: [reason]}) from None
+        try:
+            data = jsontext.loads(text)
+        except jsontext.JSONTextError as exc:
+            if exc.code == jsontext.TOO_DEEP:
+                where = field_path(exc.path) if exc.path and (exc.depth or 0) <= DECODER_DEPTH else BODY
+                raise UnstorableBody(f"Invalid input: {_named(where)} {exc.reason}.", {where: [exc.reason]}) from None
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
         details: dict[str, list[str]] = {}
         for where, reason in untrusted.json_problems(data):
             if len(details) >= PROBLEMS_SHOWN:
@@ -64,6 +77,20 @@ class JSONParser(parsers.JSONParser):
         return data
 
 
+def _named(where: str) -> str:
+    return f"the {BODY}" if where == BODY else where
+
+
+def read_limited(stream) -> bytes:
+    """The body's bytes; RequestDataTooBig (a 413) past DATA_UPLOAD_MAX_MEMORY_SIZE. DRF checks it
+    for its own form parsers only: so here, for every parser of ours."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    raw = b"" if stream is None else stream.read() if limit is None else stream.read(limit + 1)
+    if limit is not None and len(raw) > limit:
+        raise RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
+    return raw
+
+
 class SessionLogParser(parsers.BaseParser):
     """A body taken as the text it is: an agent's session log posted as it was written
     (`POST /api/transcripts/?as=…`). Claude Code's JSONL is one JSON document a line, not one
@@ -73,11 +100,7 @@ class SessionLogParser(parsers.BaseParser):
     media_type = "application/x-ndjson"
 
     def parse(self, stream, media_type=None, parser_context=None) -> str:
-        # DRF checks DATA_UPLOAD_MAX_MEMORY_SIZE for its own JSON and form parsers only: so here.
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        raw = b"" if stream is None else stream.read() if limit is None else stream.read(limit + 1)
-        if limit is not None and len(raw) > limit:
-            raise RequestDataTooBig("Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.")
+        raw = read_limited(stream)
         charset = parsers.get_encoding(parser_context or {})  # a text codec: never bz2_codec and the like
         try:
             return raw.decode("utf-8-sig" if codecs.lookup(charset).name == "utf-8" else charset)

@@ -7,6 +7,7 @@ enumerations (Kind, Tier, Status, Source) are defined here once; the models use 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -444,6 +445,14 @@ def _choice(name: str, value, choices: tuple[str, ...], errors: dict[str, list[s
 # Memory fields whose null means something (no entity key, no expiry); the others have no null.
 NULLABLE_FIELDS = ("entity_key", "expires_at")
 METADATA_PROBLEMS_SHOWN = 5
+# A memory's metadata goes out with it in every list, recall and export: at most this many bytes,
+# measured as compact JSON in UTF-8 (`metadata_size`), on every way in.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def metadata_size(metadata: object) -> int:
+    """The bytes of `metadata` as compact JSON in UTF-8, which MAX_METADATA_BYTES bounds."""
+    return len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def clean_memory_fields(
@@ -520,6 +529,11 @@ def clean_memory_fields(
             errors.setdefault("metadata", []).append("must be a JSON object")
         elif problems := list(islice(untrusted.json_problems(data["metadata"], "metadata"), METADATA_PROBLEMS_SHOWN)):
             errors.setdefault("metadata", []).extend(f"{where} {reason}" for where, reason in problems)
+        elif (size := metadata_size(data["metadata"])) > MAX_METADATA_BYTES:
+            errors.setdefault("metadata", []).append(
+                f"is {size:,} bytes as JSON; at most {MAX_METADATA_BYTES:,} (64 KiB): it goes out with the memory "
+                "in every list, recall and export"
+            )
         else:
             clean["metadata"] = data["metadata"]
     if "expires_at" in data:

@@ -100,8 +100,8 @@ def postprocess(result, generator, request, public):
     if "MessageInRequest" in components:
         _message_rules(components)
     recall_query = components.get("RecallRequestRequest", {}).get("properties", {}).get("query")
-    if recall_query is not None:  # searchindex.search.clean_query: blank is no query
-        recall_query["pattern"] = NON_BLANK
+    if recall_query is not None:  # searchindex.search.clean_query: as search's q, a visible character
+        recall_query["pattern"] = VISIBLE_TEXT
     for component in ("GoldenQueryRequest", "PatchedGoldenQueryRequest"):
         expected = components.get(component, {}).get("properties", {}).get("expected_ids")
         if expected is not None:
@@ -127,6 +127,12 @@ def postprocess(result, generator, request, public):
     for name, component in components.items():
         if name.endswith("Request") and "metadata" in component.get("properties", {}):
             component["properties"]["metadata"] = {"$ref": "#/components/schemas/Metadata"}
+    for component in ("MemoryInputRequest", "PatchedMemoryInputRequest"):
+        if "metadata" in components.get(component, {}).get("properties", {}):
+            components[component]["properties"]["metadata"]["description"] = (
+                f"At most {rules.MAX_METADATA_BYTES:,} bytes as compact JSON in UTF-8 (64 KiB): a memory's metadata "
+                "goes out with it in every list, recall and export."
+            )
     bulk = components.get("BulkActionRequest")
     if bulk is not None:
         # What some actions need besides the ids: a reason to tombstone, a tier to set.

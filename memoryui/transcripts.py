@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from memoryui import jsontext, untrusted
+
 if TYPE_CHECKING:
     from memoryui.models import Transcript
 
@@ -63,7 +65,35 @@ FINISHED = (COMPLETE, INTERRUPTED)  # over: what a roll-up may take
 class ToolCall:
     id: str
     name: str
-    arguments: str  # as given: JSON text or plain text
+    arguments: str  # as given: JSON text or plain text (arguments_value reads it)
+
+
+def arguments_value(arguments: str) -> object:
+    """A tool call's arguments as the formats write them: the JSON value the text holds, read
+    by memoryui.jsontext (so never nested past the API's limit), or the text itself when it is
+    not JSON that reader takes; no arguments are `{}`."""
+    if not arguments:
+        return {}
+    try:
+        return jsontext.loads(arguments)
+    except jsontext.JSONTextError:
+        return arguments
+
+
+def arguments_problem(arguments: str) -> str | None:
+    """Why a tool call's arguments could not be written in every format, or None: JSON text
+    nested past the API's limit or larger than it takes (a format writes the value, and every
+    reader after it would recurse as deep), or holding a string no text can store. Plain text,
+    and text that is not JSON, is written as it is: no problem."""
+    try:
+        value = jsontext.loads(arguments) if arguments else {}
+    except jsontext.JSONTextError as exc:
+        if exc.code in (jsontext.TOO_DEEP, jsontext.TOO_LARGE):
+            where = f" (at {exc.path})" if exc.path else ""
+            return f"holds JSON that {exc.reason}{where}: no format could write it back"
+        return None
+    problem = untrusted.first_json_problem(value)
+    return f"holds JSON that cannot be stored: {problem}" if problem else None
 
 
 @dataclass(frozen=True)

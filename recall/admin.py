@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from memoryui.forms import GUARDED_JSON
 from recall.models import GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 
 
@@ -11,6 +12,7 @@ from recall.models import GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 class RecallProfileAdmin(admin.ModelAdmin):
     list_display = ("name", "description", "updated_at")
     search_fields = ("name", "description")
+    formfield_overrides = GUARDED_JSON  # JSON typed here is read as the API reads it
 
 
 @admin.register(RecallTrace)
@@ -33,6 +35,7 @@ class RecallTraceAdmin(admin.ModelAdmin):
 class GoldenQueryInline(admin.TabularInline):
     model = GoldenQuery
     extra = 0
+    formfield_overrides = GUARDED_JSON
 
 
 @admin.register(GoldenSet)

@@ -34,7 +34,7 @@ from searchindex.documents import IndexUnavailable
 from searchindex.embeddings import EmbedderUnavailable, get_embedder
 from searchindex.fusion import LIMIT_MAX, Candidate, clamp_limit
 from searchindex.indexes import get_index
-from searchindex.search import NEAR_MISSES, Found, SearchError, clean_query, search
+from searchindex.search import NEAR_MISSES, NO_WORDS, Found, SearchError, clean_query, has_words, search
 from searchindex.tokens import tokenize
 
 DECISIONS = ("selected", "not_selected", "filtered", "below_floor")
@@ -230,8 +230,10 @@ def recall(
         _pick_directly(result, parsed)
     elif re.search(r"(?:^|\s)select:\s*$", text, re.IGNORECASE):
         raise SearchError("q", "select: names no memory: write select:<id>,<id>.")
-    elif not any(char.isalnum() for char in parsed.text):
-        raise SearchError("q", "The query holds no words to search for: type words, a name, a number or an id.")
+    elif not has_words(parsed.text):
+        # As search answers it: nothing found, and why (searchindex.search.NO_WORDS), not a 400.
+        result.answer = Answer(False, NO_WORDS)
+        result.notices.append(f"nothing recalled: {NO_WORDS}")
     else:
         _run(result, parsed, selector_config)
     result.block = render_block(result.selected, result.created_at)

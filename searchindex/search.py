@@ -56,6 +56,16 @@ RESULT_FIELDS = (
 _IDENTIFIER_RE = re.compile(r"(?=\S*\d)[+#]?[A-Za-z0-9][A-Za-z0-9_.\-:/@#]{3,}")
 
 
+# A query with no letter or digit (`!!`, `??`, an emoji) has nothing either retriever can match
+# by: search and recall answer it alike, with nothing found and this reason, never a 400.
+NO_WORDS = "the query holds no words to search for (no letter or digit)"
+
+
+def has_words(text: str) -> bool:
+    """Whether the query holds a letter or a digit, in any script: something to search for."""
+    return any(char.isalnum() for char in text)
+
+
 class SearchError(ValueError):
     """A search request that cannot run; `field` names the parameter at fault."""
 
@@ -160,12 +170,17 @@ class SearchResult:
 
 def clean_query(query: str | None) -> tuple[str, list[str]]:
     """The query as searched, and what was changed about it; SearchError (naming `q`) when there is
-    none, or when it holds a NUL or a lone surrogate, which no index or page can hold."""
+    none: blank, or nothing visible (only zero-width or control characters, which the schema's
+    pattern refuses too); or when it holds a NUL or a lone surrogate, which no index or page can hold.
+    A visible query with no words (`has_words`) is a query: its answer says nothing was found."""
     if query is None or not str(query).strip():
         raise SearchError("q", "The query is empty: type some words, a name, a number or an id to search for.")
     query = str(query)
     if problem := untrusted.string_problem(query):
         raise SearchError("q", f"The query {problem}.")
+    if not untrusted.is_visible(query):
+        nothing = "nothing visible, only spaces, zero-width or control characters"
+        raise SearchError("q", f"The query holds no words to search for: {nothing}.")
     text = " ".join(query.split())
     notices = []
     if len(text) > MAX_QUERY_CHARS:
@@ -206,6 +221,10 @@ def search(
     )
     if scopes == []:
         result.answer = Answer(False, "no scope to search")
+        return result
+    if not has_words(text):
+        result.answer = Answer(False, NO_WORDS)
+        result.notices.append(f"nothing searched: {NO_WORDS}")
         return result
     retrieval, memories = retrieve(text, scopes, settings, retriever=retriever, into=result, extra_fields=extra_fields)
     now = now or timezone.now()

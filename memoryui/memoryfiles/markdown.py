@@ -11,11 +11,14 @@ agent's own that we have no field for (`originSessionId`, `related`, …) are ke
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
 import yaml
+from yaml.composer import ComposerError
 
+from memoryui import untrusted
 from memoryui.memoryfiles import Candidate, Parsed, SourceFile, decode, stable_id
 from memoryui.rules import Kind
 
@@ -47,6 +50,32 @@ KIND_TYPES = {
     Kind.RELATIONSHIP: "reference",
     Kind.NOTE: "reference",
 }
+
+# The front matter's mapping and its `memoryui:` block hold the metadata: two levels more than the
+# API's JSON limit, so that metadata may nest as deep here as there (memoryui.rules checks it).
+MAX_YAML_DEPTH = untrusted.MAX_JSON_DEPTH + 2
+
+
+class FrontMatterLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing what would make reading the front matter blow up: nesting
+    past MAX_YAML_DEPTH levels (PyYAML composes a node a level deeper in its own recursion, and
+    raised RecursionError past about a thousand) and aliases (`*name`: one node read again
+    wherever it is named, so a few lines can stand for more values than memory holds)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise ComposerError(None, None, "an alias (*name) is not read in front matter", event.start_mark)
+        if isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent) and self.depth >= MAX_YAML_DEPTH:
+            raise ComposerError(None, None, f"is nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)(?:^|\n)---[ \t]*(?:\r?\n|\Z)", re.S)
 _STEP = re.compile(r"^\s*\d+[.)]\s+\S", re.M)
@@ -103,7 +132,7 @@ def _parse_file(name: str, text: str, scope: str | None, parsed: Parsed) -> None
             parsed.error(name, 1, "no front matter: a memory file starts with --- name, description, type ---")
         return
     try:
-        front = yaml.safe_load(raw)
+        front = yaml.load(raw, Loader=FrontMatterLoader)  # a SafeLoader, guarded
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1  # the YAML starts on the file's second line
@@ -115,6 +144,7 @@ def _parse_file(name: str, text: str, scope: str | None, parsed: Parsed) -> None
     if not isinstance(front, dict):
         parsed.error(name, 2, "front matter must be a mapping of name, description, type")
         return
+    front = _json_value(front)  # YAML's dates, sets, bytes and .inf as JSON holds them, wherever they are
     body = body.strip()
     ours = front.get("memoryui")
     if ours is not None:
@@ -161,7 +191,10 @@ def _parse_file(name: str, text: str, scope: str | None, parsed: Parsed) -> None
 
 
 def _plain(value: object) -> object:
-    """A front matter value as JSON holds it (YAML reads dates and times as objects)."""
+    """A front matter value as JSON holds it (YAML reads dates and times as objects, and .inf
+    and .nan as numbers JSON has none of)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     return value if isinstance(value, str | int | float | bool) else str(value)
 
 

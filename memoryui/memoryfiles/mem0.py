@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from memoryui import rules
+from memoryui import jsontext, rules
 from memoryui.memoryfiles import Candidate, FormatError, Parsed, SourceFile, decode, stable_id
 from memoryui.rules import Kind
 
@@ -51,10 +51,13 @@ def items_of(data: object) -> list | None:
 
 
 def looks_like(text: str) -> bool:
+    """A get_all body; or JSON that memoryui.jsontext refuses (nested too deep, too large), taken
+    as meant for this format, so the import names the file and says why rather than call it no
+    export."""
     try:
-        return items_of(json.loads(text)) is not None
-    except ValueError:
-        return False
+        return items_of(jsontext.loads(text)) is not None
+    except jsontext.JSONTextError as exc:
+        return exc.code in (jsontext.TOO_DEEP, jsontext.TOO_LARGE)
 
 
 def _time(value: object) -> str | None:
@@ -72,11 +75,11 @@ def parse(files: Iterable[SourceFile], *, scope: str | None) -> Parsed:
         if text is None:
             continue
         try:
-            data = json.loads(text)
-            items = items_of(data)
-        except ValueError as exc:
-            parsed.error(source.name, getattr(exc, "lineno", 1), f"not JSON: {exc}")
+            data = jsontext.loads(text)
+        except jsontext.JSONTextError as exc:
+            parsed.error(source.name, exc.line or 1, f"not JSON: {exc}" if exc.code == jsontext.SYNTAX else str(exc))
             continue
+        items = items_of(data)
         if items is None:
             parsed.error(source.name, 1, 'not a mem0 export: expected {"results": [{"id", "memory", …}]} or a list')
             continue

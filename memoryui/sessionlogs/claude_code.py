@@ -40,6 +40,7 @@ from memoryui.sessionlogs.common import (
     as_arguments,
     as_text,
     clip,
+    load_line,
     message_fields,
     parse_arguments,
     placeholder_note,
@@ -75,7 +76,9 @@ def read(text: str, *, filename: str = "") -> tuple[dict, list[str]]:
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            event = load_line(line, lineno)
+        except SessionLogError:
+            raise  # JSON memoryui does not read: not a line cut short
         except ValueError as exc:
             if lineno == last_line and lineno > 1:
                 cut_short.append(f"line {lineno} left out: cut short, the session stopped mid-write ({exc})")

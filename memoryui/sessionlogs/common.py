@@ -6,28 +6,44 @@ from __future__ import annotations
 import json
 import re
 
-from memoryui import untrusted
+from memoryui import jsontext
 from memoryui.ingestion import MAX_CONTENT_CHARS
+from memoryui.transcripts import arguments_value
 
 
 class SessionLogError(ValueError):
     """A file that cannot be read in the format asked for (or any format, when detecting)."""
 
 
-def _strict_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def load_json(text: str, what: str = "the file"):
-    """The JSON document in `text`, or SessionLogError naming the line and column."""
+    """The JSON document in `text` (memoryui.jsontext: the API's limits), or SessionLogError
+    naming the line and column, or the place nested too deep."""
     try:
-        return json.loads(text, parse_constant=_strict_constant)
-    except json.JSONDecodeError as exc:
-        raise SessionLogError(f"Invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise SessionLogError(f"is nested more than {untrusted.MAX_JSON_DEPTH} levels deep") from None
-    except ValueError as exc:
-        raise SessionLogError(f"Invalid JSON: {exc}") from None
+        return jsontext.loads(text)
+    except jsontext.JSONTextError as exc:
+        raise SessionLogError(_why(exc)) from None
+
+
+def load_line(line: str, lineno: int):
+    """One JSONL line's value: JSONTextError (a ValueError) when it is not JSON, which may be a
+    line cut short; SessionLogError naming the line when it is JSON memoryui does not read
+    (nested too deep, too large, a number no JSON client reads back)."""
+    try:
+        return jsontext.loads(line)
+    except jsontext.JSONTextError as exc:
+        if exc.code == jsontext.SYNTAX:
+            raise
+        if exc.code == jsontext.NUMBER:
+            raise SessionLogError(f"line {lineno} is not JSON: {exc.reason}") from None
+        raise SessionLogError(f"line {lineno} {_why(exc)}") from None
+
+
+def _why(exc: jsontext.JSONTextError) -> str:
+    if exc.code == jsontext.TOO_DEEP:
+        return f"{exc.reason} (at {exc.path})" if exc.path else exc.reason
+    if exc.code == jsontext.TOO_LARGE:
+        return exc.reason
+    return f"Invalid JSON: {exc}"
 
 
 _CUT = re.compile(r"\n\[… (?P<cut>\d+) characters cut on import\]\Z")
@@ -105,10 +121,7 @@ def as_arguments(value: object) -> str:
 
 def parse_arguments(text: str) -> object:
     """Arguments stored as JSON text back to a value (plain text stays text)."""
-    try:
-        return json.loads(text) if text else {}
-    except ValueError:
-        return text
+    return arguments_value(text)
 
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.:-]+")

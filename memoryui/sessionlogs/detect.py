@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from memoryui import jsontext
 from memoryui.sessionlogs.common import SessionLogError, load_json
 
 
@@ -13,11 +12,9 @@ def detect(text: str, *, filename: str = "") -> str:
     if not stripped:
         raise SessionLogError("is empty")
     try:
-        data = json.loads(stripped)
-    except ValueError:
-        data = _NOT_JSON
-    except RecursionError:
-        load_json(stripped)  # says so in the words every reader uses
+        data = jsontext.loads(stripped)
+    except jsontext.JSONTextError:
+        data = _NOT_JSON  # maybe JSONL (one document a line, the file larger than one document may be)
     if data is _NOT_JSON:
         if _looks_claude_code_jsonl(stripped):
             return "claude-code"
@@ -52,9 +49,9 @@ def _looks_claude_code_jsonl(text: str, lines: int = 20) -> bool:
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
-        except ValueError:
-            break  # a line cut short by a crash, or not JSONL at all: judge by the lines before it
+            event = jsontext.loads(line)
+        except jsontext.JSONTextError:
+            break  # cut short by a crash, refused by the reader, or not JSONL at all: judge by the lines before it
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return False
         events.append(event)

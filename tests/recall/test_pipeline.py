@@ -254,7 +254,7 @@ def test_the_block_is_headed_as_current_turn_only_with_id_kind_tier_score_and_ag
         assert line.endswith(memory.text)
 
 
-@pytest.mark.parametrize("query", ["", "   ", "+", "select:"])
+@pytest.mark.parametrize("query", ["", "   ", "select:"])
 def test_a_query_without_words_is_refused_naming_q(store, query):
     with pytest.raises(SearchError) as excinfo:
         recall(query, scope="agent:main", selector_config=None)

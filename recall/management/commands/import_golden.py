@@ -6,11 +6,11 @@ python manage.py calibrate --golden conversation_set/user:conv-c1 --golden conve
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from django.core.management.base import CommandError
 
+from memoryui import jsontext
 from memoryui.management.base import ReportingCommand
 from recall.golden import LabelledSetError, import_labelled
 
@@ -26,10 +26,13 @@ class Command(ReportingCommand):
     def handle(self, *args, **options):
         path = Path(options["path"])
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsontext.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise CommandError(f"path: cannot read {path}: {exc.strerror or exc}") from None
-        except ValueError as exc:
+        except jsontext.JSONTextError as exc:
+            why = f" is not JSON: {exc}" if exc.code == jsontext.SYNTAX else f": {exc}"
+            raise CommandError(f"path: {path}{why}") from None
+        except ValueError as exc:  # not UTF-8
             raise CommandError(f"path: {path} is not JSON: {exc}") from None
         try:
             report = import_labelled(data, name=options["name"] or path.stem, actor="import_golden")
