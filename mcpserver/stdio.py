@@ -5,6 +5,10 @@ request in it waits for an answer for ever. JSON-RPC answers such a line: -32700
 when it is not JSON, -32600 (invalid request) when it is JSON but not a JSON-RPC message, with the
 request's id when the line has one (the client waits on it), else null. The next line is served
 as usual; a blank line carries nothing to answer.
+
+A server started with a token counts each request against the token's rate limits, on the same
+counts as the API and `/mcp/` (mcpserver.limits): a refused one is answered -32029 here and never
+reaches the server. Without a token the server is its local user, and nothing is counted.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+from asgiref.sync import sync_to_async
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest
 from pydantic import ValidationError
 
-from mcpserver.server import server
+from mcpserver import limits
+from mcpserver.server import caller, server
 
 REQUEST = "JSONRPCRequest"  # the member of the SDK's message union whose errors say what a request lacks
 
@@ -31,7 +37,8 @@ async def serve() -> None:
 
 
 class AnsweringUnreadableLines:
-    """The transport's read stream, minus the lines it could not decode, each answered instead."""
+    """The transport's read stream, minus the lines it could not decode and the requests past the
+    token's rate limits, each answered instead."""
 
     def __init__(self, messages: Any, answers: Any):
         self._messages = messages
@@ -45,9 +52,12 @@ class AnsweringUnreadableLines:
     async def receive(self) -> SessionMessage:
         while True:
             item = await self._messages.receive()
-            if not isinstance(item, Exception):
-                return item
-            answer = unreadable_line_answer(item)
+            if isinstance(item, Exception):
+                answer = unreadable_line_answer(item)
+            else:
+                answer = await _refusal(item.message)
+                if answer is None:
+                    return item
             if answer is not None:
                 await self._answers.send(SessionMessage(answer))
 
@@ -68,6 +78,20 @@ class AnsweringUnreadableLines:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+async def _refusal(message: Any) -> JSONRPCError | None:
+    """The -32029 answering a request past the token's limits; None when it may be served (any
+    message of a server without a token, any notification or response)."""
+    who = caller.get()
+    if who.token is None or not isinstance(message, JSONRPCRequest):
+        return None
+    sent = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+    # In Django's thread, as the tools run: the cache may be the database's, which async code may not touch.
+    refused = await sync_to_async(limits.refusal, thread_sensitive=True)(who, sent)
+    if refused is None:
+        return None
+    return JSONRPCError(jsonrpc="2.0", id=message.id, error=ErrorData(**refused))
 
 
 def unreadable_line_answer(error: Exception) -> JSONRPCError | None:

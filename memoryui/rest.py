@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from memoryui import rules
+from memoryui import rules, throttling
 from memoryui.errors import error_body
 from memoryui.models import ApiToken, ConflictError
 from memoryui.parsers import UnstorableBody
@@ -124,8 +124,20 @@ def exception_handler(exc, context):
     else:
         # Django's Http404 (e.g. DRF's own `?format=` negotiation) has no detail: DRF's answer has.
         detail = getattr(exc, "detail", None) or (response.data or {}).get("detail", "")
-        response.data = error_body(response.status_code, str(detail))
+        # A role refusal (memoryui.roles.Forbidden) names what is needed and what the caller has.
+        response.data = error_body(response.status_code, str(detail), getattr(exc, "details", None))
+    if isinstance(exc, exceptions.Throttled):
+        request = context.get("request")
+        ident = throttling.caller_ident(request) if request is not None else None
+        quiet_refusal(response, ident or "anonymous", "api")
     return response
+
+
+def quiet_refusal(response, ident: str, channel: str) -> None:
+    """A 429 counted in the per-period summary of refusals (memoryui.throttling) instead of Django's
+    warning for each 4xx answer: a flood would log dozens of lines a second."""
+    response._has_been_logged = True  # what django.utils.log.log_response checks
+    throttling.refusals.note(ident, channel)
 
 
 ERROR_RESPONSES = {

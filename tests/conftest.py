@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 from django.core.cache import cache
-from django.test import Client
+from django.test import Client, override_settings
 
 from memoryui import roles, writing
 from memoryui.celery import app
@@ -92,6 +92,19 @@ def make_memory():
 def _fast_password_hashing(settings):
     # Real hashers cost ~0.3 s a user; tests that create users don't test hashing.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _a_cache_of_the_runs_own(tmp_path_factory):
+    """The default cache is files in the data dir, which every process of a store shares (the rate
+    limits count there): a test run gets a directory of its own, so two runs at once never count
+    against each other's limits or clear each other's counts."""
+    cache = settings.CACHES["default"]
+    if cache["BACKEND"] != "memoryui.throttling.FileCache":
+        yield  # a Redis named by MEMORYUI_CACHE_URL: the run's to choose
+        return
+    with override_settings(CACHES={"default": {**cache, "LOCATION": str(tmp_path_factory.mktemp("cache"))}}):
+        yield
 
 
 @pytest.fixture(autouse=True)

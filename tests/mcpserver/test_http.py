@@ -11,10 +11,12 @@ import json
 import httpx
 import httpx2
 import pytest
+from django import test as django_test
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from mcpserver import http as mcp_http
 from memoryui.models import ApiToken, Memory, MemoryEvent
 from tests.mcpserver.support import run_client
 
@@ -82,6 +84,7 @@ def test_a_scoped_read_token_reads_its_scope_and_may_not_write(live_server, memo
     assert (remember.code, remember.data["code"], remember.data["status"]) == (-32003, "forbidden", 403)
     # The API's own refusal of a viewer's token (bob's role, not only his token's access, forbids it).
     assert remember.message == "This needs the editor role; this token's owner is a viewer."
+    assert remember.data["details"] == {"role": ["This needs the editor role; this token's owner is a viewer."]}
     assert (seen["other"].code, seen["other"].data["code"]) == (-32004, "not_found")
     assert seen["tombstone"].data["code"] == "forbidden"
     assert Memory.objects.filter(text__icontains="tea").count() == 0
@@ -120,3 +123,60 @@ def test_refusals_before_the_session_are_the_apis_json_errors(live_server, memor
     assert unscoped.status_code == 400 and "scope" in unscoped.json()["error"]["details"]
     stream = httpx.get(url, headers={"Authorization": f"Bearer {reader}"})
     assert stream.status_code == 405 and stream.headers["Allow"] == "POST"
+
+
+def test_every_refusal_at_mcp_is_json_in_the_apis_shape(live_server, reader):
+    url = f"{live_server.url}/mcp/"
+    headers = {"Authorization": f"Bearer {reader}", "Accept": "application/json", "Content-Type": "application/json"}
+
+    def post(body: bytes | str, query: str = "", **changed) -> httpx.Response:
+        return httpx.post(url + query, content=body, headers={**headers, **changed}, timeout=120)
+
+    def ping(padding: int) -> bytes:  # a ping of about `padding` bytes, in its _meta
+        return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"pad": "x" * padding}}})
+
+    too_large = post(ping(11 * 1024 * 1024))  # over DATA_UPLOAD_MAX_MEMORY_SIZE, the API's 10 MiB
+    between = post(ping(5 * 1024 * 1024))  # over the SDK's own default (4 MiB), under the documented limit
+    text = post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}), **{"Content-Type": "text/plain"})
+    nul = post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}), "?scope=agent:main%00")
+    deep = post("[" * 100_000 + "]" * 100_000)  # deeper than any parser recurses
+
+    assert (too_large.status_code, too_large.headers["Content-Type"]) == (413, "application/json")
+    assert too_large.json()["error"]["code"] == "too_large"
+    assert too_large.json()["error"]["details"] == {"body": ["is larger than 10485760 bytes"]}
+    assert (between.status_code, between.json()) == (200, {"jsonrpc": "2.0", "id": 1, "result": {}})
+    assert (text.status_code, text.headers["Content-Type"]) == (415, "application/json")
+    assert text.json()["error"] == {
+        "code": "unsupported_media_type",
+        "message": "A JSON-RPC message is JSON: send it with 'Content-Type: application/json'.",
+        "details": {"content_type": ["text/plain is not application/json"]},
+    }
+    assert (nul.status_code, nul.headers["Content-Type"]) == (400, "application/json")
+    assert nul.json()["error"]["code"] == "invalid" and "scope" in nul.json()["error"]["details"]
+    assert (deep.status_code, deep.json()["error"]["code"]) == (400, -32700)  # JSON-RPC's parse error
+
+
+def test_an_sdk_answer_in_plain_text_or_a_crash_still_answers_json(monkeypatch, reader):
+    """What the SDK answers as text (its 413, its Content-Type check: both pre-empted by the view)
+    and anything that breaks in the view come out in the API's shape, never HTML."""
+    client = django_test.Client(
+        raise_request_exception=False, headers={"Authorization": f"Bearer {reader}", "Accept": "application/json"}
+    )
+    hello = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+
+    async def sdk_in_text(*args):
+        return 413, [("content-type", "text/plain; charset=utf-8")], b"Request body too large"
+
+    monkeypatch.setattr(mcp_http, "_serve", sdk_in_text)
+    plain = client.post("/mcp/", hello, content_type="application/json")
+
+    def broken(*args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(mcp_http.limits, "refusal", broken)
+    crashed = client.post("/mcp/", hello, content_type="application/json")
+
+    assert (plain.status_code, plain["Content-Type"]) == (413, "application/json")
+    assert plain.json()["error"] == {"code": "too_large", "message": "Request body too large", "details": {}}
+    assert (crashed.status_code, crashed["Content-Type"]) == (500, "application/json")
+    assert crashed.json()["error"]["code"] == "server_error"

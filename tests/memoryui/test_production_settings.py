@@ -127,14 +127,17 @@ def test_login_and_api_limits_are_read_from_the_environment(tmp_path):
     assert settings_with(tmp_path, MEMORYUI_LOGIN_COOLOFF_MINUTES="0")["AXES_COOLOFF_MINUTES"] is None  # no end
 
 
-def test_a_shared_cache_for_the_limits_is_named_by_its_url(tmp_path):
-    assert settings_with(tmp_path)["CACHES"]["default"]["BACKEND"].endswith("LocMemCache")
+def test_the_limits_count_in_a_cache_every_web_process_shares(tmp_path):
+    embedded = settings_with(tmp_path)["CACHES"]["default"]
+    assert embedded["BACKEND"] == "memoryui.throttling.FileCache"  # files in the data dir, not each process's memory
+    assert embedded["LOCATION"] == str(tmp_path.resolve() / "cache" / "django")
 
     shown = settings_with(tmp_path, MEMORYUI_CACHE_URL="redis://127.0.0.1:6379/1")
 
     assert shown["CACHES"]["default"] == {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": "redis://127.0.0.1:6379/1",
+        "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
     }
 
 
