@@ -16,6 +16,11 @@ httpx connection and its own API token (`api_token create`), limited to its home
    reads (the memory list of its scope, a memory's detail, /api/stats/), writes (create, PATCH
    of one of its own memories, pin), searches (GET /api/search/?q=…&scope=…) and recalls (POST
    /api/recall/), with a think time of 0..2 x --think-ms between calls.
+2b. Dry-run flood: --dry-run-clients clients ask at once for a dry-run extraction of a
+   --dry-run-messages transcript (half of them the user's: a background task, too long for a
+   request) and as many of a 150-message one (done in the request while the web process has a dry-run slot free, else a
+   task), while GET /api/stats/ is timed for --dry-run-watch seconds, beside its time alone.
+   Target: its p95 within 1 s.
 3. Flood: an abusive client posts --flood-transcripts big transcripts (--flood-messages user
    messages each, about half of them facts L0 extracts, each followed by a long assistant reply)
    and then asks for their extraction in a loop, as fast as answers come (with --polite-flood it
@@ -33,6 +38,11 @@ sets them (defaults 600/minute and 60/minute per token); the normal clients pace
 both for their own token, as a well-behaved agent does, so any 429 they get is an error. The
 abusive client does not pace itself: its 429s are expected and counted apart. No LLM is
 configured (extraction is L0 only, recall the heuristic), so the work is the same on every machine.
+Every call is counted in the cache that holds the limits' counts, which --cache picks: `default`
+(what settings pick: files in the data dir, or the Redis of MEMORYUI_CACHE_URL), `database`
+(Django's database cache on the run's database: every call writes to it) or `memory` (each process
+its own: per-process limits, memoryui's default before the counts were shared). Run it once per
+cache to compare them: each run prints its latencies beside its own one-client baseline.
 
 Expected answers (anything else is an error, listed with its status): 200 for reads, searches,
 recalls, PATCH and pin; 201 for a new memory, or 200 when the write path merged it into a
@@ -48,7 +58,8 @@ deleted from an external broker; the data dir is removed unless --keep (or the r
 
     .venv/bin/python bench/load.py [--clients 50] [--duration 60] [--think-ms 500] [--baseline-duration 30]
                                    [--probes 5] [--flood-transcripts 4] [--flood-messages 300] [--polite-flood]
-                                   [--seed-memories 400] [--drain-timeout 600] [--keep]
+                                   [--dry-run-clients 10] [--dry-run-messages 5000] [--dry-run-watch 60]
+                                   [--seed-memories 400] [--drain-timeout 600] [--cache default] [--keep]
 """
 
 from __future__ import annotations
@@ -103,15 +114,42 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="the extraction client waits out each 429 (to tell the extraction's cost from the 429 storm's)",
     )
+    parser.add_argument("--dry-run-clients", type=int, default=10, help="clients asking for dry runs at once")
+    parser.add_argument("--dry-run-messages", type=int, default=5000, help="messages of the long dry run's transcript")
+    parser.add_argument(
+        "--dry-run-watch", type=float, default=60.0, help="seconds /api/stats/ is timed during the dry-run flood"
+    )
     parser.add_argument("--drain-timeout", type=float, default=600.0, help="seconds to wait for the workers")
+    parser.add_argument(
+        "--cache",
+        choices=sorted(CACHES),
+        default="default",
+        help="where the rate limits count: settings' choice, the database, or each process's memory",
+    )
     parser.add_argument("--port", type=int, default=0, help="the web server's port (default: a free one)")
     parser.add_argument("--keep", action="store_true", help="keep the data dir (and its logs) afterwards")
     parser.add_argument("--seed", type=int, default=7)
     return parser.parse_args()
 
 
+# --cache: where the web server's processes keep the rate limits' counts. `default` leaves memoryui's
+# settings as they are; the others are set in each gunicorn worker as it starts, before any request
+# (a gunicorn config module of the run's own, named through GUNICORN_CMD_ARGS).
+CACHES = {
+    "default": None,
+    "database": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "memoryui_load_cache"},
+    "memory": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+}
 ARGS = parse_args() if __name__ == "__main__" else None
 DATA_DIR = Path(tempfile.mkdtemp(prefix="memoryui-load-"))  # fresh for every run
+if ARGS and CACHES[ARGS.cache]:
+    (DATA_DIR / "load_gunicorn.py").write_text(
+        "def post_worker_init(worker):\n"
+        "    from django.conf import settings\n\n"
+        f"    settings.CACHES = {{'default': {CACHES[ARGS.cache]!r}}}\n"
+    )
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(DATA_DIR), os.environ.get("PYTHONPATH")]))
+    os.environ["GUNICORN_CMD_ARGS"] = "--config python:load_gunicorn"
 # Forced, not defaulted: this benchmark writes, so never into another store; DATABASE_URL and
 # CELERY_BROKER_URL are honoured (the database must be empty, checked after migrating).
 os.environ["MEMORYUI_DATA_DIR"] = str(DATA_DIR)
@@ -153,6 +191,8 @@ OPERATIONS = {
     "recall": (15, {200}),
 }
 FLOOD_EXPECTED = {"transcript": {200, 201}, "extract": {202, 429}}
+DRY_RUN_EXPECTED = {"transcript": {200, 201}, "dry run": {200, 202}, "stats": {200}}
+TARGET_STATS_P95_S = 1.0
 PROBE_EXPECTED = {"probe write": {200, 201}, "probe search": {200}}
 WARM_UP_EXPECTED = {**PROBE_EXPECTED, "search": {200}, "recall": {200}}
 KINDS = ("fact", "preference", "project_state", "procedure", "relationship")
@@ -900,6 +940,87 @@ def flood_phase(server: Server, probe_http, flood_http, probes_tally: Tally, arg
     }
 
 
+def dry_run_phase(server: Server, base_url: str, probe_http, flood_token: str, args) -> dict:
+    """--dry-run-clients clients ask at once for a dry run of a --dry-run-messages transcript, and as
+    many of a short one (under the inline limit), while GET /api/stats/ is timed every 0.2 s for
+    --dry-run-watch seconds; beside the same call with nothing else running, in this run."""
+    tally, alone, during = Tally(), [], []
+
+    def stats(into: list[float]) -> None:
+        response = call(probe_http, tally, "stats", {200}, "GET", "/api/stats/")
+        if response is not None and response.status_code == 200:
+            into.append(tally.latencies["stats"][-1])
+
+    for _ in range(30):
+        stats(alone)
+        time.sleep(0.1)
+    ids = []
+    with http_client(base_url, flood_token) as http:
+        # flood_transcript counts user turns, each with a reply: --dry-run-messages messages in all.
+        for number, messages in ((700, args.dry_run_messages // 2), (701, 75)):
+            body = json.dumps(flood_transcript(number, messages))
+            response = call(
+                http, tally, "transcript", {200, 201}, "POST", "/api/transcripts/",
+                content=body, headers={"Content-Type": "application/json"},
+            )  # fmt: skip
+            if response is None or response.status_code not in (200, 201):
+                raise SystemExit(f"the dry-run transcripts were not stored: {tally.errors[:1]}")
+            ids.append(response.json()["transcript_id"])
+    answers: collections.Counter = collections.Counter()
+
+    def ask(transcript_id: str) -> None:
+        with http_client(base_url, flood_token) as http:
+            url = f"/api/transcripts/{transcript_id}/extract/"
+            response = call(http, tally, "dry run", {200, 202}, "POST", url, json={"dry_run": True})
+            answers[response.status_code if response is not None else "no answer"] += 1
+
+    askers = [threading.Thread(target=ask, args=(ids[n % 2],)) for n in range(2 * args.dry_run_clients)]
+    started = time.perf_counter()
+    for thread in askers:
+        thread.start()
+    while time.perf_counter() - started < args.dry_run_watch:
+        stats(during)
+        time.sleep(0.2)
+    for thread in askers:
+        thread.join(timeout=REQUEST_TIMEOUT_S)
+    server.check_alive()
+    return {"tally": tally, "alone": alone, "during": during, "answers": answers, "clients": args.dry_run_clients}
+
+
+def print_dry_runs(info: dict, args) -> bool:
+    alone, during = info["alone"], info["during"]
+    print(
+        f"\n### Dry-run flood: {info['clients']} clients asking at once for a dry run of a "
+        f"{args.dry_run_messages}-message transcript and {info['clients']} of a 150-message one\n"
+        f"answers: {statuses(info['answers'])} (a long one is a task, 202; a short one is done in the request, 200, "
+        "while the process has a dry-run slot free, else a task)\n"
+    )
+    table(["GET /api/stats/", "n", "p50 ms", "p95 ms", "max ms"], {1, 2, 3, 4})
+    for label, values in (("alone (baseline)", alone), ("during the dry-run flood", during)):
+        if values:
+            print(
+                f"| {label} | {len(values)} | {statistics.median(values):.0f} | {p95(values):.0f} | {max(values):.0f} |"
+            )
+    ok = bool(during) and p95(during) <= TARGET_STATS_P95_S * 1000
+    ratio = p95(during) / p95(alone) if during and alone and p95(alone) else float("nan")
+    print(f"\np95 during / alone: {ratio:.2f}x; target p95 <= {TARGET_STATS_P95_S:g} s: {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def cache_entries(choice: str) -> str:
+    """Where the server's processes kept the limits' counts, seen from outside them: a check that the
+    run measured the cache it names."""
+    if choice == "database":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {CACHES['database']['LOCATION']}")
+            return f"{cursor.fetchone()[0]} rows in the database cache table"
+    files = len(list(Path(DATA_DIR, "cache", "django").glob("*.djcache")))
+    if choice == "memory":
+        return f"each process's memory ({files} files in the data dir's cache)"
+    location = settings.CACHES["default"].get("LOCATION", "")
+    return f"{files} files in {location}" if "FileCache" in settings.CACHES["default"]["BACKEND"] else str(location)
+
+
 def interrupted(signum, frame) -> None:
     """TERM stops the run as Ctrl-C does: through the `finally` that stops the server."""
     raise KeyboardInterrupt
@@ -914,10 +1035,16 @@ def main() -> int:
     completed = False
     try:
         call_command("migrate", verbosity=0)
+        if args.cache == "database":
+            settings.CACHES = {"default": CACHES["database"]}
+            call_command("createcachetable", verbosity=0)
         if Memory.objects.exists():
             raise SystemExit("DATABASE_URL names a database that already holds memories: give this run an empty one")
         broker = os.environ.get("CELERY_BROKER_URL", "").split("@")[-1] or "the embedded SQLite broker"
         print(f"memoryui load run: {connection.vendor} database, {broker}, {os.cpu_count()} CPUs, data dir {DATA_DIR}")
+        cache = CACHES[args.cache] or settings.CACHES["default"]
+        backend = f"{cache['BACKEND'].rsplit('.', 1)[-1]} {cache.get('LOCATION', '')}".strip()
+        print(f"rate limits counted in: the {args.cache} cache ({backend})")
         corpus = seed_store(args.seed_memories, args.seed)
         queries = build_queries(corpus, 400, args.seed)
         get_user_model().objects.create_user("load")
@@ -965,6 +1092,10 @@ def main() -> int:
         server.check_alive()
         print(f"load phase done after {time.perf_counter() - started:.0f} s")
 
+        # 2b. A flood of dry runs, with /api/stats/ timed.
+        dry_runs = dry_run_phase(server, base_url, probe_http, flood_token, args)
+        print(f"dry-run flood done after {time.perf_counter() - started:.0f} s")
+
         # 3. The extraction flood, with the probes again.
         flooded, flood_info = flood_phase(server, probe_http, flood_http, probes_tally, args)
         print(f"flood phase done after {time.perf_counter() - started:.0f} s; waiting for the workers to drain")
@@ -979,6 +1110,7 @@ def main() -> int:
         print_latencies(load, alone, load_s, alone_s, args)
         searchable_ok = print_probes(quiet, flooded)
         print_flood(flood_info)
+        stats_ok = print_dry_runs(dry_runs, args)
         expected = {op: answers for op, (_weight, answers) in OPERATIONS.items()}
         errors = print_errors(
             {
@@ -987,18 +1119,21 @@ def main() -> int:
                 "probes": (probes_tally, PROBE_EXPECTED),
                 "warm-up": (warm, WARM_UP_EXPECTED),
                 "flood": (flood_info["tally"], FLOOD_EXPECTED),
+                "dry runs": (dry_runs["tally"], DRY_RUN_EXPECTED),
             }
         )
         everything = Tally()
         for tally in (alone, load, probes_tally, warm):
             everything.merge(tally)
         lost, in_step = print_reconciliation(reconcile(everything), verify, drain_s)
+        print(f"\nrate limits counted in: {cache_entries(args.cache)}")
         completed = True
         drained_text = "drained" if drain_s is not None else f"NOT drained within {args.drain_timeout:g} s"
         print(
             f"\nsummary: {errors} errors, {lost} lost writes, workers {drained_text}, indexes "
             f"{'in step' if in_step else 'NOT in step'}, time-to-searchable under the flood within "
-            f"{TARGET_SEARCHABLE_S:g} s: {'PASS' if searchable_ok else 'FAIL'}; "
+            f"{TARGET_SEARCHABLE_S:g} s: {'PASS' if searchable_ok else 'FAIL'}; /api/stats/ p95 during the dry-run "
+            f"flood within {TARGET_STATS_P95_S:g} s: {'PASS' if stats_ok else 'FAIL'}; "
             f"{time.perf_counter() - started:.0f} s in all"
         )
         return 1 if errors or lost or drain_s is None or not in_step else 0

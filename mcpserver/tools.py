@@ -13,7 +13,7 @@ import base64
 import binascii
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
@@ -62,9 +62,9 @@ class Caller:
             return
         token = token_now(self.token)
         connection_scope(self.scope, token)  # its scopes may have been changed in the back office
-        refused = roles.refusal(token.user, need, token)
+        refused = roles.role_refusal(token.user, need, token)
         if refused:
-            raise exceptions.PermissionDenied(refused)
+            raise roles.Forbidden(refused)  # as the API: the field at fault in `details`
 
 
 def token_now(token: ApiToken) -> ApiToken:
@@ -262,10 +262,17 @@ def _cursor_of(memory: Memory) -> str:
 
 
 def _read_cursor(cursor: str, problems: dict) -> tuple[datetime, uuid.UUID] | None:
+    """The (created_at, id) a cursor of `_cursor_of` holds. Only what it writes is taken: a time
+    in UTC (+00:00), as the database gives it; any other offset, or none, names `cursor`, so no
+    crafted time reaches the query (year 1 at +14:00 is before year 1 in UTC, which no datetime
+    holds, and a naive one would be read in the server's zone)."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         when, pk = raw.split("|")
-        return datetime.fromisoformat(when), uuid.UUID(pk)
+        created_at = datetime.fromisoformat(when)
+        if created_at.utcoffset() != timedelta(0):
+            raise ValueError("a cursor's time is in UTC")
+        return created_at, uuid.UUID(pk)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         problems["cursor"] = ["is not a cursor this server gave (pass next_cursor as it came)"]
         return None

@@ -16,7 +16,7 @@ from memoryui.ingestion import MAX_FILE_MESSAGES, MAX_MESSAGES, TranscriptError,
 from memoryui.models import ConflictError, TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH, NAMED_MAX
 from memoryui.serializers import StrictSerializer
-from memoryui.tasks import enqueue_extraction
+from memoryui.tasks import dry_run_now, enqueue_dry_run, enqueue_extraction
 
 
 class TranscriptSummarySerializer(serializers.ModelSerializer):
@@ -156,10 +156,19 @@ class ExtractionReportSerializer(serializers.Serializer):
     skipped = serializers.ListField(child=serializers.DictField(), help_text="{text, reason, message}")
     counts = serializers.DictField(child=serializers.IntegerField())
     notes = serializers.ListField(child=serializers.CharField())
+    complete = serializers.BooleanField(
+        help_text="false: a dry run that stopped at its time limit before deciding every user message (notes say "
+        "how far it got); ask again with background: true"
+    )
 
 
 class ExtractRequestSerializer(StrictSerializer):
     dry_run = serializers.BooleanField(default=False, help_text="true: the decisions, written nowhere")
+    background = serializers.BooleanField(
+        default=False,
+        help_text="with dry_run: run it as a task (202) whose result is the decisions; a transcript of more user "
+        "messages than MEMORYUI_DRY_RUN_INLINE_MESSAGES is always a task",
+    )
     l1 = serializers.ChoiceField(
         choices=extraction.L1_MODES,
         default="auto",
@@ -490,9 +499,12 @@ class TranscriptExtractView(APIView):
     @extend_schema(
         summary="Extract memories from a transcript",
         description=(
-            "`dry_run: true` answers at once with the decisions (added as which kind and tier, merged into which "
-            "memory, skipped and why) and writes nothing. Otherwise the extraction is queued as a task: 202 with "
-            "the task, whose progress `/api/tasks/<id>/` shows. One extraction of a transcript at a time: while one "
+            "`dry_run: true` answers with the decisions (added as which kind and tier, merged into which "
+            "memory, skipped and why) and writes nothing: at once, within a time limit (`complete` false and a note "
+            "when it stopped there), or as a task (202) whose result holds the decisions and their `outcomes`: for "
+            "a transcript of more user messages than the inline limit, with `background: true`, or while the server "
+            "does as many dry runs as it may at once. Otherwise the extraction is queued as a task: 202 with the "
+            "task, whose progress `/api/tasks/<id>/` shows. One extraction of a transcript at a time: while one "
             "is queued or running, asking again answers 202 with that task (same id, its own `params`) and queues "
             "nothing. Extracting needs the editor role (and a write token); a dry run is open to every role."
         ),
@@ -505,9 +517,14 @@ class TranscriptExtractView(APIView):
         body.is_valid(raise_exception=True)
         l1 = body.validated_data["l1"]
         if body.validated_data["dry_run"]:
-            return Response(
-                extraction.extract(transcript, dry_run=True, actor=rest.actor_for(request), l1=l1).to_dict()
-            )
+            report = None
+            if not body.validated_data["background"]:
+                report = dry_run_now(transcript, actor=rest.actor_for(request), l1=l1)
+            if report is not None:
+                return Response(report.to_dict())
+            with transaction.atomic():
+                run = enqueue_dry_run(transcript, actor=rest.actor_for(request), l1=l1)
+            return Response(TaskRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
         with transaction.atomic():
             run = enqueue_extraction(transcript, actor=rest.actor_for(request), l1=l1)
         return Response(TaskRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
@@ -523,7 +540,12 @@ def _tasks(request):
     summary="Background tasks, newest first",
     parameters=[
         OpenApiParameter("kind", str, description="e.g. extract"),
-        OpenApiParameter("status", str, enum=TaskRun.Status.values, description="queued, running, succeeded or failed"),
+        OpenApiParameter(
+            "status",
+            str,
+            enum=TaskRun.Status.values,
+            description="queued, running, stalled, succeeded, failed or cancelled",
+        ),
     ],
     responses={200: TaskRunSerializer(many=True), **rest.errors(401)},
 )

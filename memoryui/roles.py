@@ -30,7 +30,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import DEFAULT_DB_ALIAS
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
-from rest_framework import permissions
+from rest_framework import exceptions, permissions
 
 from memoryui import web
 from memoryui.models import ApiToken
@@ -116,7 +116,8 @@ def set_role(user, role: Role) -> dict:
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a token may not be minted: the request's field at fault and the role it needs."""
+    """Why a token may not be minted, or a request made (`role_refusal`): the request's field at
+    fault and the role it needs."""
 
     field: str
     role: Role
@@ -173,17 +174,34 @@ READS = Need(Role.VIEWER, writes=False)
 EDITS = Need(Role.EDITOR, writes=True)
 
 
-def refusal(user, need: Need, token: ApiToken | None = None) -> str | None:
+def role_refusal(user, need: Need, token: ApiToken | None = None) -> Refusal | None:
     """Why `user` (through `token`, when a token is used) may not do what `need` asks, or None when
-    they may: the role needed, from the user's role now, then a read token's access."""
+    they may: the role needed, from the user's role now (field `role`), then a read token's access
+    (field `access`). The message says what is needed and what the caller has."""
     role = role_of(user)
     if role is None or role < need.role:
         held = f"{role.article} {role}" if role else "no role"
         who = "this token's owner is" if token else "you are"
-        return f"This needs the {need.role} role; {who} {held}."
+        return Refusal("role", need.role, f"This needs the {need.role} role; {who} {held}.")
     if need.writes and token is not None and not token.can_write:
-        return "This token is read-only: it may read and recall, not change anything."
+        message = "This needs a write token; this token is read-only: it may read and recall, not change anything."
+        return Refusal("access", need.role, message)
     return None
+
+
+def refusal(user, need: Need, token: ApiToken | None = None) -> str | None:
+    """The message of `role_refusal`, or None (the MCP server's tools answer with it)."""
+    refused = role_refusal(user, need, token)
+    return refused.message if refused else None
+
+
+class Forbidden(exceptions.PermissionDenied):
+    """A role refusal as the API answers it: 403 `forbidden`, its message in `details` under the field
+    at fault, as a 400 names its fields: `{"role": ["This needs the editor role; you are a viewer."]}`."""
+
+    def __init__(self, refused: Refusal):
+        super().__init__(refused.message)
+        self.details = {refused.field: [refused.message]}
 
 
 def method_need(request, write_role: Role = Role.EDITOR) -> Need:
@@ -202,7 +220,8 @@ def api_need(request, view) -> Need:
 class RolePermission(permissions.BasePermission):
     """The API's role check (a REST_FRAMEWORK default): a request needs its view's role, from the
     signed-in user or the token's owner, and a request that changes something needs a write token.
-    Refusals are 403 `forbidden` naming the role (or the access) needed; anonymous callers get 401.
+    Refusals are 403 `forbidden` naming the role (or the access) needed and the caller's, in the
+    message and in `details` (`Forbidden`); anonymous callers get 401.
 
     This module is named by REST_FRAMEWORK, which rest_framework.views reads on import: it must not
     import rest_framework.views (nor memoryui.rest, which does)."""
@@ -214,10 +233,9 @@ class RolePermission(permissions.BasePermission):
         if not (user and user.is_authenticated):
             return False  # DRF answers 401 (NotAuthenticated)
         token = request.auth if isinstance(request.auth, ApiToken) else None
-        refused = refusal(user, api_need(request, view), token)
+        refused = role_refusal(user, api_need(request, view), token)
         if refused:
-            self.message = refused
-            return False
+            raise Forbidden(refused)  # not False: DRF's own 403 would carry the message alone
         return True
 
 

@@ -234,15 +234,34 @@ def _rate(value: str) -> str | None:
     return value
 
 
-# API rate limits, counted per API token (per user for session calls): MEMORYUI_API_RATE for every
-# call, and MEMORYUI_API_EXPENSIVE_RATE as well for recall and golden-set runs (they embed, search
-# and may call the LLM). `N/second|minute|hour|day`; `off` lifts a limit. Counts live in Django's
-# cache: each process's own memory by default, so with several processes a limit is per process
-# unless MEMORYUI_CACHE_URL names a Redis every process shares (e.g. redis://127.0.0.1:6379/1).
+# API and MCP rate limits, counted per API token (per user for session calls): MEMORYUI_API_RATE for
+# every call, and MEMORYUI_API_EXPENSIVE_RATE as well for recall and golden-set runs (they embed,
+# search and may call the LLM). `N/second|minute|hour|day`; `off` lifts a limit.
 MEMORYUI_API_RATE = _rate(env_str("MEMORYUI_API_RATE", "600/minute"))
 MEMORYUI_API_EXPENSIVE_RATE = _rate(env_str("MEMORYUI_API_EXPENSIVE_RATE", "60/minute"))
+# The counts live in Django's cache, one that every web process shares, so a limit is one limit
+# however many processes answer (memoryui.throttling): a Redis when MEMORYUI_CACHE_URL names one
+# (e.g. redis://127.0.0.1:6379/1; web processes on several hosts need it), else files in the data
+# dir, which the processes of one host share without taking SQLite's write lock as the database
+# cache would on every call (README, "Rate limits": measured with bench/load.py). A Redis that does
+# not answer within 2 s lets the call through uncounted rather than hold it.
 if _cache_url := env_str("MEMORYUI_CACHE_URL"):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "memoryui.throttling.FileCache",
+            "LOCATION": str(DATA_DIR / "cache" / "django"),
+            # One log per caller and limit; expired ones are culled first (FileCache).
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
+        }
+    }
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -364,7 +383,11 @@ if _broker_file := security.sqlite_path_of_url(CELERY_BROKER_URL):
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True  # outcomes are recorded in the database, not a result backend
-# A task is acknowledged only after it ran: a worker killed mid-task leaves it to be redelivered.
+# A task is acknowledged only after it ran: a pool process killed mid-task has its task redelivered
+# by the worker, and Redis gives back a message a dead worker held after its visibility timeout.
+# The embedded broker never shows a message again once a worker took it, acknowledged or not, so
+# what a dead worker held is found and sent again from its TaskRun (memoryui.runs, the settings
+# MEMORYUI_RUN_* below), on every broker alike.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -393,12 +416,15 @@ CELERY_TASK_ROUTES = {
             "recall.tasks.repair_indexes",
             "recall.tasks.rebuild_indexes",
             "searchindex.tasks.sync_pending",
+            # Short, and never stuck behind the bulk work whose stalled runs it finds.
+            "memoryui.tasks.sweep_stalled_runs",
         ],
         {"queue": MEMORYUI_INDEX_QUEUE},
     ),
     **dict.fromkeys(
         [
             "memoryui.tasks.extract_transcript",
+            "memoryui.tasks.dry_run_transcript",
             "memoryui.tasks.run_dedup",
             "memoryui.tasks.run_cleanup_step",
             "memoryui.tasks.decay_expired_memories",
@@ -435,6 +461,27 @@ if MEMORYUI_INDEX_SWEEP_SECONDS > 0:
 # A background import's embedding that has not advanced for MEMORYUI_EMBED_STALL_SECONDS (a batch
 # message lost with a broker that forgot it) gets its remaining batches sent again by that sweep.
 MEMORYUI_EMBED_STALL_SECONDS = env_float("MEMORYUI_EMBED_STALL_SECONDS", 900.0) or 0.0
+# A dry-run extraction is done in the request for a transcript of at most
+# MEMORYUI_DRY_RUN_INLINE_MESSAGES user messages, and stops after MEMORYUI_DRY_RUN_SECONDS (saying how far
+# it got); a bigger one is a background task the page and the API poll, so no request holds a web
+# worker for minutes.
+MEMORYUI_DRY_RUN_INLINE_MESSAGES = max(0, env_int("MEMORYUI_DRY_RUN_INLINE_MESSAGES", 200))
+MEMORYUI_DRY_RUN_SECONDS = env_float("MEMORYUI_DRY_RUN_SECONDS", 20.0) or 20.0
+# Dry runs one web process does in requests at once (the rest are tasks): 1 of its 4 threads.
+MEMORYUI_DRY_RUN_CONCURRENCY = max(1, env_int("MEMORYUI_DRY_RUN_CONCURRENCY", 1))
+# Background runs whose worker died, or that stopped advancing, are found and sent again
+# (memoryui.runs): a running run that has not advanced for MEMORYUI_RUN_STALL_SECONDS (at once when
+# its worker on this host is gone), or a queued one no worker took in that time, is stalled and
+# sent again, at most MEMORYUI_RUN_MAX_ATTEMPTS times in all; the sweep runs every
+# MEMORYUI_RUN_SWEEP_SECONDS (0 or off = never; a worker's start sweeps too).
+MEMORYUI_RUN_STALL_SECONDS = env_float("MEMORYUI_RUN_STALL_SECONDS", 600.0) or 0.0
+MEMORYUI_RUN_SWEEP_SECONDS = env_float("MEMORYUI_RUN_SWEEP_SECONDS", 60.0) or 0.0
+MEMORYUI_RUN_MAX_ATTEMPTS = max(1, env_int("MEMORYUI_RUN_MAX_ATTEMPTS", 3))
+if MEMORYUI_RUN_SWEEP_SECONDS > 0:
+    CELERY_BEAT_SCHEDULE["sweep-stalled-runs"] = {
+        "task": "memoryui.tasks.sweep_stalled_runs",
+        "schedule": MEMORYUI_RUN_SWEEP_SECONDS,
+    }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 

@@ -8,14 +8,23 @@ commits, so a worker never looks for a row it cannot see yet.
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
 from celery import shared_task
+from celery.signals import worker_ready
+from django.conf import settings
 from django.db import transaction
 
-from memoryui import cleanup, decay, dedup, extraction, merging, rollup
+from memoryui import cleanup, decay, dedup, extraction, merging, rollup, runs
 from memoryui.background import Abandoned, TaskRunTask, dispatch, enqueue
 from memoryui.models import MemoryEvent, TaskRun, Transcript
 
+logger = logging.getLogger(__name__)
+
 EXTRACT = "extract"
+DRY_RUN = "extract_dry_run"
 DECAY = "decay"
 CLEANUP = "cleanup"
 DEDUP = "dedup"
@@ -47,8 +56,9 @@ def enqueue_extraction(transcript: Transcript, *, actor: str, l1: str = "auto", 
 
 def extraction_in_progress(transcript: Transcript) -> TaskRun | None:
     """The transcript's extraction that is queued or running, if there is one."""
-    active = [TaskRun.Status.QUEUED, TaskRun.Status.RUNNING]
-    return TaskRun.objects.filter(kind=EXTRACT, params__transcript=str(transcript.pk), status__in=active).first()
+    return TaskRun.objects.filter(
+        kind=EXTRACT, params__transcript=str(transcript.pk), status__in=TaskRun.ACTIVE
+    ).first()
 
 
 @shared_task(
@@ -75,6 +85,64 @@ def extract_transcript(self, run: TaskRun) -> dict:
     result["rollup"] = rollup.rollup(transcript, actor=f"task:{run.actor}").to_dict()
     run.counts = report.counts
     return result
+
+
+# --- dry runs --------------------------------------------------------------------------------
+
+
+# Dry runs a web process does in its requests at once; more wait in the bulk queue as tasks, so a
+# flood of them never takes every thread a web process has (gunicorn's --threads).
+_INLINE_DRY_RUNS = threading.BoundedSemaphore(max(1, settings.MEMORYUI_DRY_RUN_CONCURRENCY))
+
+
+def dry_run_fits_a_request(transcript: Transcript) -> bool:
+    """Whether a dry run of `transcript` is short enough for a request, or is a task."""
+    return transcript.messages.filter(role="user").count() <= settings.MEMORYUI_DRY_RUN_INLINE_MESSAGES
+
+
+def dry_run_now(transcript: Transcript, *, actor: str, l1: str = "auto") -> extraction.ExtractionReport | None:
+    """A dry run done here, in the request, within MEMORYUI_DRY_RUN_SECONDS; None when it is to be a
+    task instead: the transcript is too long, or this process is doing as many dry runs as it may."""
+    if not dry_run_fits_a_request(transcript) or not _INLINE_DRY_RUNS.acquire(blocking=False):
+        return None
+    try:
+        deadline = time.monotonic() + settings.MEMORYUI_DRY_RUN_SECONDS
+        return extraction.extract(transcript, dry_run=True, actor=actor, l1=l1, deadline=deadline)
+    finally:
+        _INLINE_DRY_RUNS.release()
+
+
+def enqueue_dry_run(transcript: Transcript, *, actor: str, l1: str = "auto") -> TaskRun:
+    """A dry run of `transcript` as a task (writes nothing; its result is the decisions), sent once
+    this transaction commits. One at a time per transcript and L1 mode: asking again while one is
+    queued or running gives that run back, `reused` set."""
+    if l1 not in extraction.L1_MODES:
+        raise ValueError(f"l1 must be one of {', '.join(extraction.L1_MODES)}, got {l1!r}")
+    params = {"transcript": str(transcript.pk), "scope": transcript.scope, "l1": l1}
+    with transaction.atomic():
+        Transcript.objects.select_for_update().filter(pk=transcript.pk).first()
+        run = TaskRun.objects.filter(kind=DRY_RUN, params=params, status__in=TaskRun.ACTIVE).first()
+        if run is not None:
+            run.reused = True
+            return run
+        run = TaskRun.objects.create(kind=DRY_RUN, actor=actor, params=params)
+    run.reused = False
+    return dispatch(dry_run_transcript, run)
+
+
+@shared_task(bind=True, base=TaskRunTask, name="memoryui.tasks.dry_run_transcript", max_retries=0)
+def dry_run_transcript(self, run: TaskRun) -> dict:
+    """What an extraction of the transcript would do now, written nowhere: the report, and every
+    outcome (for the transcript page to show beside its message)."""
+    transcript = Transcript.objects.filter(pk=run.params.get("transcript")).first()
+    if transcript is None:
+        raise Abandoned(f"transcript {run.params.get('transcript')} no longer exists")
+    run.start(transcript.messages.filter(role="user").count())
+    report = extraction.extract(
+        transcript, dry_run=True, actor=f"task:{run.actor}", progress=run.advance, l1=run.params.get("l1", "auto")
+    )
+    run.counts = report.counts
+    return {**report.to_dict(), "outcomes": [outcome.to_dict() for outcome in report.outcomes]}
 
 
 # --- store hygiene ---------------------------------------------------------------------------
@@ -144,3 +212,22 @@ def run_dedup(self, run: TaskRun) -> dict:
     )
     run.counts = {"clusters": len(results), "merged": sum(len(r.merged) for r in results)}
     return {**run.counts, "batch": str(batch) if results else None, "threshold": report.threshold}
+
+
+# --- runs that outlive their worker ---------------------------------------------------------------
+
+
+@shared_task(name="memoryui.tasks.sweep_stalled_runs")
+def sweep_stalled_runs() -> dict:
+    """Send again the runs a dead or stuck worker left (memoryui.runs), on the schedule."""
+    return runs.sweep()
+
+
+@worker_ready.connect
+def _sweep_when_a_worker_starts(sender=None, **kwargs) -> None:
+    # A worker that starts after one died (`make run` restarts it) sends its runs again at once,
+    # not at the next sweep: their worker on this host is gone.
+    try:
+        runs.sweep()
+    except Exception:
+        logger.exception("the sweep of stalled runs at worker start failed; the schedule's sweep will retry")

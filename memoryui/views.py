@@ -25,7 +25,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from memoryui import rest, roles, rules, web
+from memoryui import background, rest, roles, rules, web
 from memoryui.filters import MemoryListFilterSet
 from memoryui.forms import SORT_FIELDS, BulkActionForm, MemoryForm, TokenForm
 from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent
@@ -125,7 +125,7 @@ def index_action(request, action: str):
             outcome["level"] = "success" if check.ok else "warning"
             return "Verified: " + health.summary(check)
         task = repair_indexes if action == "repair" else rebuild_indexes
-        result = task.delay(actor=actor)
+        result = background.send(task, actor=actor)
         if result.ready():  # tasks run inline (CELERY_TASK_ALWAYS_EAGER)
             if result.failed():
                 raise IndexUnavailable(action, str(result.result))
@@ -137,6 +137,8 @@ def index_action(request, action: str):
         notice, unavailable = web.load(act)
     except IndexUnavailable as exc:
         error = f"{action.capitalize()} failed: {exc}"
+    except background.BrokerError as exc:
+        return web.broker_refused(request, exc, what=f"The {action}", back=reverse("dashboard"))
     if not web.wants_fragment(request):
         web.flash(request, unavailable, error, lambda: notice)
         return redirect("dashboard")

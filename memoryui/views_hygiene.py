@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, replace_url, reswap, retarget
 
 from memoryui import cleanup, dedup, merging, roles, rules, undo, web
+from memoryui.background import BrokerError
 from memoryui.extraction import excerpt
 from memoryui.models import Memory, MemoryEvent, TaskRun
 from memoryui.tasks import CLEANUP, enqueue_cleanup_step, enqueue_dedup
@@ -261,8 +262,11 @@ def duplicates_apply(request):
             button=f"Merge {count(len(report.clusters), 'cluster')}",
             back=back,
         )
-    with transaction.atomic():
-        run = enqueue_dedup(scope, actor=web.actor(request), threshold=threshold)
+    try:
+        with transaction.atomic():
+            run = enqueue_dedup(scope, actor=web.actor(request), threshold=threshold)
+    except BrokerError as exc:
+        return web.broker_refused(request, exc, what=f"Merging the clusters of {scope}", back=back)
     messages.success(request, f"Merging every cluster of {scope} at threshold {threshold}.")
     return _done(request, run.get_absolute_url())
 
@@ -465,8 +469,11 @@ def cleanup_apply(request):
             back=back + "&preview=1",
             danger=step != "snapshot",
         )
-    with transaction.atomic():
-        run = enqueue_cleanup_step(scope, step, actor=web.actor(request), cleanup=session or str(uuid.uuid4()))
+    try:
+        with transaction.atomic():
+            run = enqueue_cleanup_step(scope, step, actor=web.actor(request), cleanup=session or str(uuid.uuid4()))
+    except BrokerError as exc:
+        return web.broker_refused(request, exc, what=f"Step {number}", back=back)
     run.refresh_from_db()  # a worker that runs tasks inline has finished it already
     what = f"Step {number}, {cleanup.STEP_TITLES[step].lower()}"
     if run.status == TaskRun.Status.FAILED:

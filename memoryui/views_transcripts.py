@@ -4,25 +4,27 @@ dry run of what it would do now), and the background tasks with their progress."
 from __future__ import annotations
 
 import re
+import uuid
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memoryui import decay, extraction, roles, rollup, sessionlogs, web
+from memoryui import decay, roles, rollup, runs, sessionlogs, throttling, web
 from memoryui.api_transcripts import transcript_detail as detail_of
+from memoryui.background import BrokerError
 from memoryui.forms import TRANSCRIPT_EXAMPLE, PostedTranscript, TranscriptPostForm
 from memoryui.models import TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
-from memoryui.tasks import DECAY, enqueue_decay, enqueue_extraction
+from memoryui.tasks import DECAY, DRY_RUN, dry_run_now, enqueue_decay, enqueue_dry_run, enqueue_extraction
 from memoryui.text import count
 
 TRANSCRIPT_PAGE_SIZE = 50
@@ -41,8 +43,7 @@ def transcript_list(request):
     form = TranscriptPostForm(request.POST or None, request.FILES or None)
     status = 200
     if request.method == "POST":
-        if form.is_valid() and (posted := form.save(actor=web.actor(request))):
-            _say_posted(request, posted)
+        if form.is_valid() and (posted := _post(request, form)):
             url = posted.report.transcript.get_absolute_url()
             return HttpResponseClientRedirect(url) if web.wants_fragment(request) else redirect(url)
         status = 400
@@ -67,7 +68,22 @@ def transcript_list(request):
     return web.render(request, "memoryui/transcript_list.html", context, status=status)
 
 
-def _say_posted(request, posted: PostedTranscript) -> None:
+def _post(request, form: TranscriptPostForm) -> PostedTranscript | None:
+    """Store the posted transcript (and queue its extraction when asked) and say so. A broker that
+    refuses the extraction is told, the transcript stays stored (as the API's 503 keeps it): the
+    outer transaction holds the task's sending until `form.save` has handed back what it stored."""
+    posted, refused = None, None
+    try:
+        with transaction.atomic():
+            posted = form.save(actor=web.actor(request))
+    except BrokerError as exc:
+        refused = exc
+    if posted:
+        _say_posted(request, posted, refused)
+    return posted
+
+
+def _say_posted(request, posted: PostedTranscript, refused: BrokerError | None = None) -> None:
     report = posted.report
     stored = count(report.messages, "message")
     if report.created:
@@ -84,7 +100,13 @@ def _say_posted(request, posted: PostedTranscript) -> None:
             f"This transcript was posted before (id {report.transcript.external_id!r} in {report.transcript.scope}) "
             f"with all {stored}: nothing changed.",
         )
-    if posted.extraction is not None:
+    if refused is not None:
+        messages.error(
+            request,
+            f"Its extraction was not queued: the {web.BROKER} is unreachable ({type(refused).__name__}: {refused}). "
+            "Extract it from its page once the broker is back.",
+        )
+    elif posted.extraction is not None:
         if posted.extraction.reused:
             messages.info(request, f"Its extraction is {posted.extraction.status} already.")
         else:
@@ -98,12 +120,21 @@ def transcript_detail(request, pk):
     `?dry_run=1` shows what an extraction would do now, against the current store."""
     transcript = get_object_or_404(Transcript, pk=pk)
     detail = detail_of(transcript)
-    dry_run = None
-    if request.GET.get("dry_run"):
-        report = extraction.extract(transcript, dry_run=True, actor=web.actor(request))
-        dry_run = {"report": report, "by_message": {}}
-        for outcome in report.outcomes:
-            dry_run["by_message"].setdefault(outcome.message, []).append(outcome.to_dict())
+    dry_run, dry_run_task = None, None
+    if request.GET.get("dry_run_task"):
+        try:
+            asked = uuid.UUID(request.GET["dry_run_task"])
+        except ValueError:
+            asked = None
+        mine = TaskRun.objects.filter(kind=DRY_RUN, params__transcript=str(transcript.pk))
+        dry_run_task = mine.filter(pk=asked).first() if asked else None
+        if dry_run_task is not None and dry_run_task.status == TaskRun.Status.SUCCEEDED:
+            dry_run = _dry_run(dry_run_task.result, dry_run_task.result.get("outcomes", []))
+    elif request.GET.get("dry_run") and not _dry_run_refused(request):
+        report = dry_run_now(transcript, actor=web.actor(request))
+        if report is not None:
+            dry_run = _dry_run(report.to_dict(), [outcome.to_dict() for outcome in report.outcomes])
+    if dry_run:
         for message in detail["messages"]:
             message["dry_run"] = dry_run["by_message"].get(message["index"])
     runs = TaskRun.objects.filter(kind="extract", params__transcript=str(transcript.pk))[:10]
@@ -114,6 +145,8 @@ def transcript_detail(request, pk):
         "detail": detail,
         "downloads": _downloads(transcript),
         "dry_run": dry_run,
+        "dry_run_task": dry_run_task,
+        "dry_run_in_background": bool(request.GET.get("dry_run")) and not dry_run,
         "runs": runs,
         "summary": summary,
         "rollup_reason": (last_rollup or {}).get("reason")
@@ -166,14 +199,54 @@ def transcript_download(request, pk):
     return response
 
 
+def _dry_run_refused(request) -> bool:
+    """A dry run from the page counts against the user's expensive rate, as the API's does (and on
+    the same count); refused, the page says when to try again."""
+    ident = f"user:{request.user.pk}"
+    wait = throttling.hit(ident, throttling.API) or throttling.hit(ident, throttling.EXPENSIVE)
+    if wait is None:
+        return False
+    throttling.refusals.note(ident, "page")
+    messages.warning(request, f"Too many dry runs and recalls: try again in {wait} s (MEMORYUI_API_EXPENSIVE_RATE).")
+    return True
+
+
+def _dry_run(report: dict, outcomes: list[dict]) -> dict:
+    """A dry run's report, with its outcomes by message index, for the page."""
+    by_message: dict[int, list[dict]] = {}
+    for outcome in outcomes:
+        by_message.setdefault(outcome["message"], []).append(outcome)
+    return {"report": report, "by_message": by_message}
+
+
+@web.login_required_htmx
+@require_POST
+def transcript_dry_run(request, pk):
+    """Start a dry run as a background task (a transcript too long for a request), and show the
+    transcript with its progress; its decisions appear there once it is done. Writes nothing, so
+    every role may."""
+    transcript = get_object_or_404(Transcript, pk=pk)
+    if _dry_run_refused(request):
+        return redirect(transcript)
+    try:
+        with transaction.atomic():
+            run = enqueue_dry_run(transcript, actor=web.actor(request))
+    except BrokerError as exc:
+        return web.broker_refused(request, exc, what="The dry run", back=transcript.get_absolute_url())
+    return redirect(f"{transcript.get_absolute_url()}?dry_run_task={run.pk}")
+
+
 @roles.editor_required
 @require_POST
 def transcript_extract(request, pk):
     """Queue the extraction (the dry run's Apply) and go to its task; with one queued or running
     already, go to that one."""
     transcript = get_object_or_404(Transcript, pk=pk)
-    with transaction.atomic():
-        run = enqueue_extraction(transcript, actor=web.actor(request))
+    try:
+        with transaction.atomic():
+            run = enqueue_extraction(transcript, actor=web.actor(request))
+    except BrokerError as exc:
+        return web.broker_refused(request, exc, what="The extraction", back=transcript.get_absolute_url())
     if run.reused:
         messages.info(request, f"This transcript's extraction is {run.status} already: here it is.")
     else:
@@ -204,8 +277,11 @@ def task_list(request):
 @require_POST
 def task_decay_now(request):
     """Run the scheduled decay now (as a task, like the schedule does)."""
-    with transaction.atomic():
-        run = enqueue_decay(actor=web.actor(request))
+    try:
+        with transaction.atomic():
+            run = enqueue_decay(actor=web.actor(request))
+    except BrokerError as exc:
+        return web.broker_refused(request, exc, what="The decay", back=reverse("task_list"))
     messages.success(request, "Decay queued.")
     return redirect(run)
 
@@ -217,3 +293,22 @@ def task_detail(request, pk):
     if web.wants_fragment(request):
         return web.render(request, "memoryui/partials/task_progress.html", {"run": run})
     return web.render(request, "memoryui/task_detail.html", {"run": run})
+
+
+@roles.editor_required
+@require_POST
+def task_action(request, pk, action):
+    """Retry a failed, stalled or cancelled run, or cancel one that is not finished (memoryui.runs)."""
+    run = get_object_or_404(TaskRun, pk=pk)
+    act = {"retry": runs.retry, "cancel": runs.cancel}.get(action)
+    if act is None:
+        raise Http404(f"no task action {action!r}")
+    try:
+        run = act(run, actor=web.actor(request))
+    except runs.RunStateError as exc:
+        messages.error(request, str(exc))
+    except BrokerError as exc:
+        return web.broker_refused(request, exc, what="The retry", back=run.get_absolute_url())
+    else:
+        messages.success(request, "Sent again." if action == "retry" else "Cancelled: it stops at its next step.")
+    return redirect(run)

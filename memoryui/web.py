@@ -23,8 +23,8 @@ from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, resolve_url
 from django.shortcuts import render as render_template
-from django.shortcuts import resolve_url
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -129,6 +129,26 @@ def alert(request: HttpRequest, *, status: int, state: str, **panel) -> HttpResp
     panel.setdefault("dismissible", request.method != "GET")
     template = f"memoryui/partials/state_{state}.html"
     return with_state(request, render(request, template, {"panel": panel}, status), state)
+
+
+BROKER = "background worker's broker"
+
+
+def not_queued(what: str, exc: Exception | None = None) -> str:
+    """Why an action whose task the broker refused did nothing (memoryui.background marked its run
+    failed), with the broker's error when it is not shown beside."""
+    why = f"the {BROKER} is unreachable ({type(exc).__name__}: {exc})" if exc else f"the {BROKER} is unreachable"
+    return f"{what} was not queued, and nothing in the store was changed: {why}. Try again once it is back."
+
+
+def broker_refused(request: HttpRequest, exc: Exception, *, what: str, back: str) -> HttpResponse:
+    """The answer to an action whose task the broker refused: a 503 in the page's alerts (htmx),
+    else the page it goes back to, saying so; the API answers the same refusal 503 (memoryui.rest)."""
+    if wants_fragment(request):
+        unavailable = Unavailable(backend=BROKER, status=0, message=f"{type(exc).__name__}: {exc}")
+        return alert(request, status=503, state="unavailable", unavailable=unavailable, note=not_queued(what))
+    messages.error(request, not_queued(what, exc))
+    return redirect(back)
 
 
 def flash(request: HttpRequest, unavailable: Unavailable | None, error: str | None, success: Callable) -> None:

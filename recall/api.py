@@ -8,6 +8,12 @@
   (editors: a run writes nothing, so a read token of an editor may run one).
 
 A token sees the traces and golden sets of its own scopes only; the others answer 404.
+
+The profiles' and golden sets' writes are one transaction each, as the store's are
+(`rest.WriteTransactionMixin`): an error answer, or a database that fails as the answer is made,
+leaves nothing of the request behind, and on SQLite a request waits for the write lock before it
+starts (a database still locked then is a 503 `backend_unavailable`, never half a change). A name
+taken by another request meanwhile is answered as any taken name is, never a 500.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import random
 from dataclasses import asdict
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, permissions, viewsets
@@ -197,7 +203,7 @@ PROFILE_WRITE_ERRORS = {
         },
     ),
 )
-class RecallProfileViewSet(viewsets.GenericViewSet):
+class RecallProfileViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
     serializer_class = ProfileSerializer
     permission_classes = [permissions.IsAuthenticated, SessionWritesOnly, roles.RolePermission]
     write_role = roles.Role.ADMIN
@@ -226,16 +232,16 @@ class RecallProfileViewSet(viewsets.GenericViewSet):
     def create(self, request):
         body = self.get_serializer(data=request.data)
         body.is_valid(raise_exception=True)
-        profile = body.save()
+        profile = _saved(body, lambda: self.get_serializer(data=request.data).is_valid(raise_exception=True))
         data = self.get_serializer(profile).data
         return Response(data, status=201, headers={"Location": data["url"]})
 
     def _edit(self, request, *, partial: bool) -> Response:
-        self.get_object()  # outside the transaction: the default profile exists even if this edit fails
-        with transaction.atomic():
-            body = self.get_serializer(self.get_object(lock=True), data=request.data, partial=partial)
-            body.is_valid(raise_exception=True)
-            profile = body.save()
+        profile = self.get_object(lock=True)
+        body = self.get_serializer(profile, data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        again = self.get_serializer(profile, data=request.data, partial=partial)
+        profile = _saved(body, lambda: again.is_valid(raise_exception=True))
         return Response(self.get_serializer(profile).data)
 
     def update(self, request, name):
@@ -253,6 +259,17 @@ class RecallProfileViewSet(viewsets.GenericViewSet):
             )
         self.get_object().delete()
         return Response(status=204)
+
+
+def _saved(body, checked_again):
+    """`body.save()`; when another request took the name meanwhile (the unique index refuses it),
+    `checked_again()` refuses the name as any taken name is refused, instead of a 500."""
+    try:
+        with transaction.atomic():  # a savepoint: the request's transaction goes on after a refusal
+            return body.save()
+    except IntegrityError:
+        checked_again()  # against the rows as they are now
+        raise
 
 
 # --- golden sets -------------------------------------------------------------------------
@@ -302,7 +319,7 @@ def _check_name_free(name: str, scope: str, *, but: GoldenSet | None = None) -> 
         summary="Delete a golden set and its queries", responses={204: None, **rest.errors(401, 403, 404)}
     ),
 )
-class GoldenSetViewSet(viewsets.GenericViewSet):
+class GoldenSetViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
     """Golden sets of the caller's scopes; a token cannot see or touch the others (404)."""
 
     serializer_class = GoldenSetSerializer
@@ -310,6 +327,13 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
     lookup_value_converter = "int"
     queryset = GoldenSet.objects.all()
     throttle_scope = None  # `run` is "expensive" (memoryui.throttling); the rest count as any call
+
+    def dispatch(self, request, *args, **kwargs):
+        if self.action_map.get(request.method.lower()) == "run":
+            # A run records nothing and recalls every query of the set (seconds, with an LLM more):
+            # it must not hold the write transaction (on SQLite the database's write lock) meanwhile.
+            return super(rest.WriteTransactionMixin, self).dispatch(request, *args, **kwargs)
+        return super().dispatch(request, *args, **kwargs)
 
     def access_needed(self, request) -> roles.Need:
         if self.action == "run":
@@ -339,30 +363,30 @@ class GoldenSetViewSet(viewsets.GenericViewSet):
         body = self.get_serializer(data=request.data)
         body.is_valid(raise_exception=True)
         rest.check_writable_scope(request, body.validated_data["scope"])
-        _check_name_free(body.validated_data["name"], body.validated_data["scope"])
-        return self._answer(body.save(), status_code=201)
+        name, scope = body.validated_data["name"], body.validated_data["scope"]
+        _check_name_free(name, scope)
+        return self._answer(_saved(body, lambda: _check_name_free(name, scope)), status_code=201)
 
     def retrieve(self, request, pk):
         return self._answer(self.get_object())
 
     def partial_update(self, request, pk):
-        with transaction.atomic():
-            golden_set = self.get_object(lock=True)
-            body = self.get_serializer(golden_set, data=request.data, partial=True)
-            body.is_valid(raise_exception=True)
-            scope = body.validated_data.get("scope", golden_set.scope)
-            if scope != golden_set.scope:
-                rest.check_writable_scope(request, scope)
-            _check_name_free(body.validated_data.get("name", golden_set.name), scope, but=golden_set)
-            if scope != golden_set.scope:
-                expected = {pk for query in golden_set.queries.all() for pk in query.expected_ids}
-                elsewhere = Memory.objects.filter(pk__in=expected).exclude(scope=scope).count()
-                if elsewhere:
-                    raise exceptions.ValidationError(
-                        {"scope": [f"{elsewhere} expected memories of this set's queries are not in {scope}"]}
-                    )
-            golden_set = body.save()
-        return self._answer(golden_set)
+        golden_set = self.get_object(lock=True)
+        body = self.get_serializer(golden_set, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        scope = body.validated_data.get("scope", golden_set.scope)
+        if scope != golden_set.scope:
+            rest.check_writable_scope(request, scope)
+        name = body.validated_data.get("name", golden_set.name)
+        _check_name_free(name, scope, but=golden_set)
+        if scope != golden_set.scope:
+            expected = {pk for query in golden_set.queries.all() for pk in query.expected_ids}
+            elsewhere = Memory.objects.filter(pk__in=expected).exclude(scope=scope).count()
+            if elsewhere:
+                raise exceptions.ValidationError(
+                    {"scope": [f"{elsewhere} expected memories of this set's queries are not in {scope}"]}
+                )
+        return self._answer(_saved(body, lambda: _check_name_free(name, scope, but=golden_set)))
 
     def destroy(self, request, pk):
         self.get_object().delete()

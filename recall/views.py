@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from memoryui import demo, roles, web
+from memoryui.background import BrokerError
 from memoryui.models import Memory
 from recall import golden
 from recall.calibration import MIN_ANSWERABLE, MIN_QUERIES, MIN_UNANSWERABLE
@@ -301,13 +302,16 @@ def golden_calibrate(request: HttpRequest, pk: int) -> HttpResponse:
         errors = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in form.errors.items())
         messages.error(request, f"Calibration not started: {errors}")
         return redirect(golden_set)
-    run = enqueue_calibration(
-        golden_set,
-        profile=form.cleaned_data["profile"],
-        save_as=form.cleaned_data["save_as"],
-        min_answered=form.cleaned_data["min_answered"],
-        actor=request.user.get_username(),
-    )
+    try:
+        run = enqueue_calibration(
+            golden_set,
+            profile=form.cleaned_data["profile"],
+            save_as=form.cleaned_data["save_as"],
+            min_answered=form.cleaned_data["min_answered"],
+            actor=request.user.get_username(),
+        )
+    except BrokerError as exc:
+        return web.broker_refused(request, exc, what="The calibration", back=golden_set.get_absolute_url())
     messages.success(request, f"Calibration queued: it saves profile {form.cleaned_data['save_as']} when done.")
     return redirect(run.get_absolute_url())
 

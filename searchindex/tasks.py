@@ -7,6 +7,7 @@ queued under those names still run.
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from datetime import timedelta
 
 from celery import shared_task
@@ -15,6 +16,8 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from memoryui import background
+from memoryui.background import BrokerError
 from memoryui.models import IndexOutbox, TaskRun
 from searchindex import health, outbox
 from searchindex.documents import IndexUnavailable
@@ -139,10 +142,13 @@ def enqueue_sync(sender=None, *, memory_ids: list[str], **kwargs) -> None:
     """Receiver of the store's `outbox_committed`: one `sync_index` per batch of committed memories.
 
     One sync per transaction, however many writes it held: 500 memories written in one
-    transaction are embedded and indexed in batches, not one by one.
+    transaction are embedded and indexed in batches, not one by one. A broker that refuses is
+    no error of the write: the outbox keeps its rows for the sweep, and `background.send` counts
+    the refusal in the outage's one log line per period (not a traceback per write).
     """
-    for start in range(0, len(memory_ids), SYNC_BATCH):
-        sync_index.delay(memory_ids[start : start + SYNC_BATCH])
+    with suppress(BrokerError):
+        for start in range(0, len(memory_ids), SYNC_BATCH):
+            background.send(sync_index, memory_ids[start : start + SYNC_BATCH])
 
 
 def index_in_background(memory_ids: list[str], *, actor: str) -> TaskRun:

@@ -28,6 +28,7 @@ transcript is extracted. The same fact from another message or transcript merges
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -78,6 +79,7 @@ class ExtractionReport:
     dry_run: bool
     outcomes: list[Outcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    complete: bool = True  # False: stopped at its deadline, before every user message was decided
 
     @property
     def counts(self) -> dict[str, int]:
@@ -106,6 +108,7 @@ class ExtractionReport:
             ],
             "counts": self.counts,
             "notes": self.notes,
+            "complete": self.complete,
         }
 
 
@@ -119,10 +122,13 @@ def extract(
     fingerprints: list[str] | None = None,
     l1: str = "auto",
     batch: uuid.UUID | None = None,
+    deadline: float | None = None,
 ) -> ExtractionReport:
     """Run the write path over the transcript's projection; with `dry_run`, only say what it would do.
 
     `batch` marks the events of what it adds and merges, so `undo.undo_batch` takes them back.
+    `deadline` (a `time.monotonic()` value) stops a dry run there: the report says how far it got
+    (`complete` false, and a note), so a request holds its worker for a bounded time.
     """
     if l1 not in L1_MODES:
         raise ValueError(f"l1 must be one of {', '.join(L1_MODES)}")
@@ -133,6 +139,13 @@ def extract(
     stored = {m.index: m for m in transcript.messages.all()}
     user_messages = [msg for msg in projection.messages if msg.role == "user"]
     for done, msg in enumerate(user_messages, 1):
+        if deadline is not None and dry_run and time.monotonic() > deadline:
+            report.complete = False
+            report.notes.append(
+                f"stopped after {done - 1} of {len(user_messages)} user messages: a dry run in a request has a "
+                "bounded time; run it in the background for the whole transcript"
+            )
+            break
         row = stored[msg.index]
         if not dry_run and run_id and row.extraction.get("run") == run_id:
             # Done by this run before its worker died: keep what it recorded.

@@ -17,8 +17,14 @@ class TaskRun(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
+        # No progress within its limit, or its worker is gone (memoryui.runs): sent again, waiting for a worker.
+        STALLED = "stalled"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    # Not finished: a worker has it, or will (a queued or stalled run is in a queue).
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.STALLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=40, db_index=True)
@@ -34,8 +40,13 @@ class TaskRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # When it started or last advanced: how the index sweep tells a stalled embedding from a slow one.
+    # When it started or last advanced (for a queued or stalled run: when it was last sent): how the
+    # sweeps tell a stalled run from a slow one.
     progressed_at = models.DateTimeField(null=True, blank=True)
+    # The Celery task that does it, sent the run's id: how a stalled or retried run is sent again.
+    task_name = models.CharField(max_length=200, blank=True)
+    # The process running it, "host/pid/start" (memoryui.runs.holder): whether it is still alive.
+    worker = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -66,15 +77,36 @@ class TaskRun(models.Model):
         self.save(update_fields=["status", "started_at", "progressed_at", "progress_total", "attempts", "error"])
 
     def advance(self, done: int, counts: dict) -> None:
+        """Record progress; `Withdrawn` when the run is no longer this process's to do (cancelled, or
+        found stalled and handed to another worker), so the work stops at its next step."""
         now = timezone.now()
-        TaskRun.objects.filter(pk=self.pk).update(progress_done=done, counts=counts, progressed_at=now)
+        mine = self._mine().filter(status=self.Status.RUNNING) if self.worker else self._mine()
+        if not mine.update(progress_done=done, counts=counts, progressed_at=now):
+            raise Withdrawn(self.pk)
         self.progress_done, self.counts, self.progressed_at = done, counts, now
 
     def finish(self, result: dict) -> None:
         self.status, self.finished_at, self.result = self.Status.SUCCEEDED, timezone.now(), result
         self.progress_done = self.progress_total
-        self.save(update_fields=["status", "finished_at", "result", "progress_done", "counts"])
+        self._settle(["status", "finished_at", "result", "progress_done", "counts"])
 
     def fail(self, error: str) -> None:
         self.status, self.finished_at, self.error = self.Status.FAILED, timezone.now(), error[:5000]
-        self.save(update_fields=["status", "finished_at", "error", "counts"])
+        self._settle(["status", "finished_at", "error", "counts"])
+
+    def _settle(self, fields: list[str]) -> None:
+        """Store the outcome, unless the run was withdrawn from this process meanwhile (its outcome
+        is then the cancellation's, or the worker's that took it over)."""
+        values = {name: getattr(self, name) for name in fields}
+        mine = self._mine().exclude(status=self.Status.CANCELLED) if self.worker else self._mine()
+        if not mine.update(**values):
+            raise Withdrawn(self.pk)
+
+    def _mine(self):
+        """This run's row while this process holds it. A run no single process holds (an embedding
+        run, whose batches land from any worker) is everyone's."""
+        return TaskRun.objects.filter(pk=self.pk, worker=self.worker)
+
+
+class Withdrawn(Exception):
+    """The run was cancelled, or taken over by another worker, while this process worked on it."""
