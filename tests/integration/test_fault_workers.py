@@ -170,3 +170,52 @@ def test_the_index_worker_and_the_web_server_killed_during_writes_lose_no_acknow
         print(f"fault: index worker, then web server SIGKILL during writes, {broker} broker: {len(acknowledged)} "
               f"writes acknowledged, {len(acknowledged - stored)} lost, {len(unanswered)} unanswered (in flight), "
               f"indexes in step with {active} memories")  # fmt: skip
+
+
+def test_the_embedded_broker_locked_for_a_while_loses_no_write_and_strands_no_run(tmp_path):
+    """The embedded broker is a SQLite file, not a server to stop: what stands for a broker that is
+    away is its file held by another process's exclusive lock, then let go. Writes meanwhile are
+    acknowledged (their index updates wait in the outbox), an extraction asked for meanwhile is
+    refused (503) and its run failed with a retry offered, never left queued; once the file is free
+    again everything catches up without a restart."""
+    with ExitStack() as stack:
+        env = _store(tmp_path, "embedded", stack)
+        api = Api(0, prepare_store(env), timeout=60)
+        run = stack.enter_context(make_run(env))
+        api.port = run.port
+        run.wait_until_serving()
+        transcript = {"id": "held-broker", "scope": "agent:main",
+                      "messages": [{"role": "user", "content": "Remember that locker K900 holds the fire blanket."},
+                                   {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+        broker = sqlite3.connect(tmp_path / "celery-broker.sqlite3", timeout=30, isolation_level=None)
+        stack.callback(broker.close)
+        broker.execute("BEGIN EXCLUSIVE")
+        answers: list = []
+        writers = [
+            threading.Thread(target=lambda n=n: answers.append(api.write_memory(f"Locker K{n:03d} holds a ladder.")))
+            for n in range(3)
+        ]
+        for writer in writers:
+            writer.start()
+        asked = api.call("POST", "/api/transcripts/?extract=true", transcript)
+        for writer in writers:
+            writer.join(timeout=120)
+        broker.execute("COMMIT")
+
+        assert [a.status for a in answers] == [201] * 3, [a.raw for a in answers]
+        assert asked.status in (201, 503), asked.raw
+        _wait(lambda: not _rows(tmp_path, "SELECT memory_id FROM memoryui_indexoutbox"), "the indexes to catch up", run)
+        stuck = "SELECT status, error FROM memoryui_taskrun WHERE status IN ('queued', 'running', 'stalled')"
+        _wait(lambda: not _rows(tmp_path, stuck), "no run left waiting", run)
+        if asked.status == 503:  # the transcript is stored; its run failed, offering a retry
+            assert asked.body["error"]["details"]["backend"] == "broker", asked.raw
+            assert _rows(tmp_path, "SELECT status FROM memoryui_taskrun WHERE kind = 'extract'") == [("failed",)]
+            again = api.call("POST", "/api/transcripts/?extract=true", transcript)
+            assert again.status == 200, again.raw
+        done = "SELECT COUNT(*) FROM memoryui_taskrun WHERE kind = 'extract' AND status = 'succeeded'"
+        _wait(lambda: _rows(tmp_path, done) == [(1,)], "the extraction", run)
+        report = json.loads(_manage(env, "reindex", "--verify", "--json"))
+        assert all(index["ok"] for index in report["indexes"]), report
+        print(f"fault: embedded broker file locked ~{answers and max(a.finished - a.started for a in answers):.0f} s "
+              f"during writes: 3 writes acknowledged, 0 lost, extraction asked meanwhile answered {asked.status}, "
+              "0 runs stuck")  # fmt: skip
