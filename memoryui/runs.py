@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memoryui import security
 from memoryui.models import TaskRun
 
 logger = logging.getLogger(__name__)
@@ -158,6 +160,27 @@ def sweep() -> dict:
     if any(counts.values()):
         logger.warning("stalled task runs: %s", counts)
     return counts
+
+
+DELIVERED_KEPT = timedelta(days=1)
+
+
+def trim_embedded_broker(now=None) -> int:
+    """Delete the embedded broker's rows of messages delivered more than DELIVERED_KEPT ago; how many.
+
+    kombu's SQLAlchemy transport marks a message invisible when a worker takes it and never deletes
+    it, acknowledged or not, so the broker file would grow by a row per task for ever. Such a row is
+    never delivered again (a run a dead worker held is sent again from its TaskRun), so it is only
+    weight. A broker that is not the embedded SQLite file is left alone."""
+    path = security.sqlite_path_of_url(settings.CELERY_BROKER_URL)
+    if path is None or not path.exists():
+        return 0
+    before = ((now or timezone.now()) - DELIVERED_KEPT).strftime("%Y-%m-%d %H:%M:%S")
+    with sqlite3.connect(path, timeout=5) as broker:
+        tables = {name for (name,) in broker.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "kombu_message" not in tables:
+            return 0
+        return broker.execute("DELETE FROM kombu_message WHERE visible = 0 AND timestamp < ?", (before,)).rowcount
 
 
 def _stall(run: TaskRun, reason: str, now) -> str:

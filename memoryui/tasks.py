@@ -9,6 +9,7 @@ commits, so a worker never looks for a row it cannot see yet.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 
@@ -219,8 +220,14 @@ def run_dedup(self, run: TaskRun) -> dict:
 
 @shared_task(name="memoryui.tasks.sweep_stalled_runs")
 def sweep_stalled_runs() -> dict:
-    """Send again the runs a dead or stuck worker left (memoryui.runs), on the schedule."""
-    return runs.sweep()
+    """Send again the runs a dead or stuck worker left (memoryui.runs), on the schedule; and trim the
+    embedded broker's rows of messages delivered long ago."""
+    counts = runs.sweep()
+    try:
+        counts["broker_rows_trimmed"] = runs.trim_embedded_broker()
+    except sqlite3.Error as exc:  # busy: the next sweep trims
+        logger.info("the embedded broker was not trimmed this time: %s", exc)
+    return counts
 
 
 @worker_ready.connect

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from datetime import timedelta
@@ -16,6 +17,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
+from kombu import Connection
 
 from memoryui import runs
 from memoryui.background import TaskRunTask
@@ -227,3 +229,28 @@ def test_the_task_page_offers_retry_and_cancel_to_an_editor_and_they_work(
     refused = alice_client.post(f"/tasks/{done.pk}/cancel/", follow=True).content.decode()
     assert "is succeeded: only a queued, running or stalled run is cancelled" in refused
     assert alice_client.post(f"/tasks/{done.pk}/explode/").status_code == 404
+
+
+def test_the_sweep_trims_the_embedded_brokers_rows_of_messages_delivered_long_ago(tmp_path, settings, request):
+    url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    settings.CELERY_BROKER_URL = url
+    with Connection(url) as broker:
+        queue = broker.SimpleQueue("trim-test")
+        for n in range(3):
+            queue.put({"n": n})
+        for _ in range(2):  # two delivered (and acknowledged), one still waiting
+            queue.get(timeout=5).ack()
+        queue.close()
+    db = sqlite3.connect(tmp_path / "broker.sqlite3")
+    request.addfinalizer(db.close)
+    rows = lambda: db.execute("SELECT visible FROM kombu_message ORDER BY id").fetchall()  # noqa: E731
+    assert rows() == [(0,), (0,), (1,)]  # kombu keeps what it delivered, for ever
+    oldest = "(SELECT MIN(id) FROM kombu_message)"
+    db.execute(f"UPDATE kombu_message SET timestamp = '2000-01-01 00:00:00' WHERE id = {oldest}")
+    db.commit()
+
+    assert runs.trim_embedded_broker() == 1
+
+    assert rows() == [(0,), (1,)]  # the recent delivery stays a day; the waiting message is untouched
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    assert runs.trim_embedded_broker() == 0  # not the embedded broker: nothing to trim
