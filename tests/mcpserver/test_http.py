@@ -7,11 +7,13 @@ Who is who: reader is bob's read token for agent:main only (bob is a viewer); th
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import httpx2
 import pytest
 from django import test as django_test
+from django.db import connection
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -167,14 +169,27 @@ def test_an_sdk_answer_in_plain_text_or_a_crash_still_answers_json(monkeypatch, 
     async def sdk_in_text(*args):
         return 413, [("content-type", "text/plain; charset=utf-8")], b"Request body too large"
 
+    def post():
+        # In a thread of its own, as a web server's worker thread: the view bridges to the SDK's
+        # async code, which refuses a thread with an event loop running (the browser tests' sync
+        # Playwright keeps one in the main thread).
+        def in_thread():
+            try:
+                return client.post("/mcp/", hello, content_type="application/json")
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(in_thread).result()
+
     monkeypatch.setattr(mcp_http, "_serve", sdk_in_text)
-    plain = client.post("/mcp/", hello, content_type="application/json")
+    plain = post()
 
     def broken(*args):
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(mcp_http.limits, "refusal", broken)
-    crashed = client.post("/mcp/", hello, content_type="application/json")
+    crashed = post()
 
     assert (plain.status_code, plain["Content-Type"]) == (413, "application/json")
     assert plain.json()["error"] == {"code": "too_large", "message": "Request body too large", "details": {}}
