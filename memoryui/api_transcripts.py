@@ -358,7 +358,8 @@ class TranscriptListView(rest.WriteTransactionMixin, APIView):
     @extend_schema(
         summary="Post a transcript (or new messages of one), or an agent's session log",
         description=(
-            "The DESIGN.md transcript JSON `{id?, scope, title?, metadata?, messages: [...]}`. Idempotent by "
+            'The transcript JSON (docs/architecture.md "File formats"): `{id?, scope, title?, metadata?, '
+            "messages: [...]}`. Idempotent by "
             "transcript id and message index: posting it again stores only the messages it did not have. A "
             "malformed message is a 400 naming `messages[i].field`, and nothing is stored; a stored message that "
             "differs is a 409. Add `?extract=true` to queue its extraction.\n\n"

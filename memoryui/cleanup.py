@@ -1,4 +1,4 @@
-"""One-shot clean-up of a polluted legacy store (DESIGN.md "Raw transcript stored as memory").
+"""One-shot clean-up of a polluted legacy store (docs/architecture.md "Raw transcript stored as memory").
 
 A store an auto-capture path filled with raw user messages (every one a `note`) is cleaned in
 four steps, each previewed first (counts and examples, nothing written) and then applied as

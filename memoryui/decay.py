@@ -1,4 +1,4 @@
-"""Decay: peripheral memories past their TTL are tombstoned (DESIGN.md "Tier and importance").
+"""Decay: peripheral memories past their TTL are tombstoned (docs/architecture.md "Tier and importance").
 
 Only the peripheral tier decays, and never a pinned memory: a core or working memory, or a
 pinned one, keeps its place whatever its `expires_at` says. One run is one batch, so a run

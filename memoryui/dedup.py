@@ -1,4 +1,4 @@
-"""Duplicate clusters over a whole scope (DESIGN.md "Write path", step 7, applied after the fact).
+"""Duplicate clusters over a whole scope (docs/architecture.md "Write path", step 7, applied after the fact).
 
 The write path merges a duplicate as it arrives; a store that was written without dedup (a
 legacy import, a restore, a store from before the threshold was tuned) needs the same three

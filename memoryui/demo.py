@@ -1,4 +1,5 @@
-"""Demo data: a clean multi-scope store, and the polluted legacy store from DESIGN.md.
+"""Demo data: a clean multi-scope store, and the polluted legacy store (docs/architecture.md
+"Raw transcript stored as memory").
 
 Every demo memory has a stable id (uuid5 of DEMO_NAMESPACE and a key), so seeding twice
 creates nothing the second time and never touches memories someone has since edited.
@@ -213,7 +214,7 @@ def seed_clean() -> int:
     return created
 
 
-# --- the polluted legacy store (DESIGN.md, "Raw transcript stored as memory") -------------
+# --- the polluted legacy store (docs/architecture.md "Raw transcript stored as memory") ---
 # An auto-capture path saved user messages verbatim as note/working. In the order they
 # arrived; the duplicates are the same message sent again on another day.
 

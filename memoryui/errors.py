@@ -1,4 +1,5 @@
-"""The one error shape of every JSON answer (DESIGN.md): `{"error": {"code", "message", "details"}}`.
+"""The one error shape of every JSON answer: `{"error": {"code", "message", "details"}}`
+(docs/architecture.md "Error shape").
 
 Free of Django, so the web server's own answers (memoryui.server) use it before Django is loaded.
 """

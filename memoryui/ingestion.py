@@ -1,4 +1,4 @@
-"""Transcript ingestion: validate the transcript JSON (DESIGN.md "File formats") and store it.
+"""Transcript ingestion: validate the transcript JSON (docs/architecture.md "File formats") and store it.
 
 A transcript is stored whole or not at all: every malformed message is reported with its index
 and the reason, and nothing is written. Ingestion is idempotent by transcript id (the agent's own, within

@@ -1,5 +1,5 @@
-"""Roll-ups: older finished rounds of a transcript become one `summary` memory (DESIGN.md
-"Transcript projection").
+"""Roll-ups: older finished rounds of a transcript become one `summary` memory
+(docs/architecture.md "Transcript projection").
 
 - Only finished rounds (complete, or interrupted: the user went on without an answer) outside
   the focus window are rolled up; an in-flight round never is.

@@ -20,7 +20,7 @@ from memoryui import untrusted
 
 
 class Kind(TextChoices):
-    """The nine kinds of memory (DESIGN.md "Kinds"); `note` is the compatibility bucket only."""
+    """The nine kinds of memory (docs/architecture.md "Kinds"); `note` is the compatibility bucket only."""
 
     ENTITY = "entity"
     PREFERENCE = "preference"
@@ -208,7 +208,7 @@ def place_memory(
     entity_key: str | None = None,
     peripheral_ttl_days: int = 30,
 ) -> Placement:
-    """Derive tier, importance and pinning from kind and confidence (DESIGN.md tables)."""
+    """Derive tier, importance and pinning from kind and confidence (docs/architecture.md "Tier and importance")."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
     peripheral = Placement("peripheral", _band(0.10, 0.30, confidence), False, peripheral_ttl_days)

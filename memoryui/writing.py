@@ -1,4 +1,4 @@
-"""The write path (DESIGN.md "Write path", steps 6-7): normalize, place, dedup, then insert or merge.
+"""The write path (docs/architecture.md "Write path", steps 6-7): normalize, place, dedup, then insert or merge.
 
     prepare      rules.clean_memory_fields validates and normalizes (scope, text, kind, ...);
                  rules.place_memory gives the tier, importance, pinning and TTL

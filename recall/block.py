@@ -1,9 +1,9 @@
 """How many memories the recall block hands over: as many as the evidence supports, never a quota.
 
 The heuristic ranks the candidates that cleared the relevance floor; this module decides which of
-them go into the block (DESIGN.md "Read path: recall", step 4). The limit is a ceiling: the first
-candidate goes in (the query is answered, so it is a strong or weak match), and each next one only
-when the evidence says it belongs there too:
+them go into the block (docs/architecture.md "Read path: recall", step 4). The limit is a
+ceiling: the first candidate goes in (the query is answered, so it is a strong or weak match), and
+each next one only when the evidence says it belongs there too:
 
 - `cut`: its score is at least this share of the best candidate's ("12% of the best score; the
   cut is 70%"). The score compared is the heuristic's evidence (retrieval and text coverage,

@@ -11,8 +11,8 @@ decisions. Each candidate that cleared the relevance floor scores
     + tags    when a query term is one of its tags
     + text    × the share of the query's terms its text holds, weighted by rarity (BM25's coverage)
 
-with the weights of the recall profile (exact > substring > tags > text, DESIGN.md "Read
-path: recall" step 2), and the reasons list every signal that counted.
+with the weights of the recall profile (exact > substring > tags > text; docs/architecture.md
+"Read path: recall", step 2), and the reasons list every signal that counted.
 
 Query syntax, for the playground and the API: `select:<id>,<id>` picks memories directly;
 `+word` (or `+"two words"`) must occur in a memory's text, key or tags, and is searched too.

@@ -1,4 +1,4 @@
-"""Recall: what an agent gets for its current turn (DESIGN.md "Read path: recall", steps 1-6).
+"""Recall: what an agent gets for its current turn (docs/architecture.md "Read path: recall", steps 1-6).
 
     candidates   hybrid search in the scope (searchindex.search): fused, reranked, floored
     selector     an LLM picks among the headers of the candidates that cleared the floor

@@ -1,4 +1,5 @@
-"""Active-tool filter (DESIGN "Read path: recall", step 5), shared by the model selector and the heuristic.
+"""Active-tool filter (docs/architecture.md "Read path: recall", step 5), shared by the model selector and
+the heuristic.
 
 An agent that is calling a tool right now already has that tool's live schema in its context; a stored
 usage reference, field mapping or guessed call format for it is at best a duplicate and at worst stale.

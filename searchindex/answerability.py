@@ -4,7 +4,7 @@ Ranking (searchindex.fusion) orders the candidates; this module decides, apart f
 store answers the query. Every candidate gets a label with its reasons, from two signals:
 
 - its *margin*: vector similarity minus the query's similarity to unrelated everyday text in
-  the memory's own script (the anchor, searchindex.search.ANCHORS);
+  the memory's own script (the anchor, searchindex.anchors.ANCHORS);
 - its *coverage*: the share of the query's terms it holds, weighted by their rarity (BM25).
 
 Labels:

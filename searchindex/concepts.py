@@ -4,8 +4,9 @@ A memory "my lucky number is 88" and the query "幸运数字" share no word, and
 embedder ranks them far apart; but both name the same *kind of fact*. The BM25 tokenizer adds
 one concept token (`~lucky_number`) for every such fact name it finds, in any of the four
 scripts the store is written in, so a query naming the fact in one language finds the memory
-stating it in another. The list is the fact types the deterministic extractor stores (DESIGN
-"Write path", step 3) plus addresses and allergies: a closed vocabulary, not a translator.
+stating it in another. The list is the fact types the deterministic extractor stores
+(docs/architecture.md "Write path", step 3) plus addresses and allergies: a closed vocabulary,
+not a translator.
 
 Concept tokens start with `~`, which no word token can (the tokenizer keeps letters, digits and
 identifier joiners only), so a concept never collides with text.

@@ -112,7 +112,7 @@ class RetrievalSettings:
     # The answerability decision (searchindex.answerability), calibrated for the default embedder by
     # bench/retrieval_quality.py on every labelled set. A vector hit's *margin* is its
     # similarity minus the query's similarity to unrelated everyday text in the memory's own
-    # script (searchindex.search.ANCHORS): independent of the store, so a focused store whose
+    # script (searchindex.anchors.ANCHORS): independent of the store, so a focused store whose
     # memories are all about one person does not raise the bar. A BM25 hit's *coverage* is the
     # share of the query's terms it holds, weighted by their rarity.
     # Strong (the query is answered): either signal alone, or both retrievers agreeing.

@@ -1,5 +1,5 @@
-"""Dedup layer 3 (DESIGN "Write path", step 7): a new memory that means what an active memory
-of its scope already says is merged into it instead of inserted.
+"""Dedup layer 3 (docs/architecture.md "Write path", step 7): a new memory that means what an
+active memory of its scope already says is merged into it instead of inserted.
 
 The neighbours come from the vector index, so a memory still waiting in the index outbox (written
 moments ago, or in the same transaction) is not seen; `manage.py dedup` clusters the whole store.

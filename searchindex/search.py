@@ -1,7 +1,7 @@
 """Hybrid search: what the list page, `/api/search/` and `manage.py search` answer with.
 
-One query runs through the stages DESIGN.md "Read path: recall" step 1 names: the query is
-embedded, the vector index and the BM25 index each return their top candidates within the
+One query runs through the stages of docs/architecture.md "Read path: recall", step 1: the
+query is embedded, the vector index and the BM25 index each return their top candidates within the
 scopes (`retrieve`), the candidates' rows are loaded from the database, which is the source of
 truth (an index entry whose memory is no longer active, or has moved out of the scopes, is
 left out), the two lists are fused and reranked (searchindex.fusion), and the answerability

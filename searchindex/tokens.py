@@ -8,9 +8,9 @@ can never disagree.
   with jieba and its words of three or more characters added (jieba's two-character words
   are already bigrams; counting them twice would inflate their term frequency).
 - No single CJK characters, neither indexed nor queried: one character matches too much to
-  be evidence of relevance, and DESIGN wants a one-character query to recall nothing. The
-  price: a lone CJK character between other text (a one-syllable Korean word) is not
-  searchable on its own.
+  be evidence of relevance, and a one-character query must recall nothing
+  (docs/architecture.md "Read path: recall", step 1). The price: a lone CJK character between
+  other text (a one-syllable Korean word) is not searchable on its own.
 - Words of other scripts are kept whole. Identifiers joined by `. _ - : / @` are kept whole
   *and* split: `mcp__ata__article-list-query` gives the whole name, `article-list-query`
   (parts split on `__`, `::`, `/`, `@`, which is how tool aliases and e-mail domains are

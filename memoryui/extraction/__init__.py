@@ -1,4 +1,4 @@
-"""Extraction: what a transcript's user messages teach the store (DESIGN.md "Write path").
+"""Extraction: what a transcript's user messages teach the store (docs/architecture.md "Write path").
 
 Every message of the transcript's projection (memoryui.transcripts) goes through, in order:
 

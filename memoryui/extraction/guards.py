@@ -1,4 +1,4 @@
-"""The guards of the write path (DESIGN.md "Write path", steps 1 and 5): plain functions, no database.
+"""The guards of the write path (docs/architecture.md "Write path", steps 1 and 5): plain functions, no database.
 
     source_filter         step 1: who sent the message (role, channel, source marker)
     internal_fingerprint  step 1, second line: leaked internal prompts that carry no marker
@@ -38,8 +38,8 @@ def source_filter(role: str, channel: str | None, source: str | None) -> str | N
 
 
 # Prompts that reach the store with the user role but were written by a harness, a banner or a
-# repair loop (DESIGN "Internal prompts leak into memory"). Compared as substrings after
-# normalize_text (NFKC, case-fold, whitespace collapse), so width and case do not matter.
+# repair loop (docs/architecture.md "Internal prompts leak into memory"). Compared as substrings
+# after normalize_text (NFKC, case-fold, whitespace collapse), so width and case do not matter.
 DEFAULT_INTERNAL_FINGERPRINTS: tuple[str, ...] = (
     # multi-agent test harnesses and the agents' relay chatter
     "Multi-hop task: delegate",
@@ -78,8 +78,8 @@ def internal_fingerprint(text: str, fingerprints: Sequence[str] | None = None) -
 
 # --- step 5: the tool guard -------------------------------------------------------------------
 # Live tool definitions are the source of truth; a stored schema or guessed call format goes
-# stale and gets recalled while the agent is using that very tool (DESIGN "Stale tool
-# knowledge"). Gotchas, warnings and confirmed workarounds are what the store is for.
+# stale and gets recalled while the agent is using that very tool (docs/architecture.md
+# "Stale tool knowledge"). Gotchas, warnings and confirmed workarounds are what the store is for.
 
 # A raw dump of a call or a schema is never knowledge, whatever else the text says.
 _RAW_DUMPS: tuple[tuple[str, re.Pattern], ...] = (

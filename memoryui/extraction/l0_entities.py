@@ -1,5 +1,6 @@
-"""Step 3 of the write path, L0 entities (DESIGN.md "Write path"): the values a user states about
-themselves or someone named, typed and keyed. Plain functions, no database, English and Chinese.
+"""Step 3 of the write path, L0 entities (docs/architecture.md "Write path"): the values a user
+states about themselves or someone named, typed and keyed. Plain functions, no database, English
+and Chinese.
 
 `Extracted` is what every extractor (L0 and L1) hands to the write path. The entity rules here
 find names, phone numbers, e-mail addresses, ID numbers, birthdays, lucky numbers and license
@@ -50,7 +51,8 @@ class Extracted:
 SELF_STATEMENT = 0.9  # the user stating their own identity or contact details
 OTHER_PERSON = 0.8  # "王芳的电话是…": stated by the user, about someone else
 
-# Hedged statements are less certain (DESIGN: confidence says how sure the writer was).
+# Hedged statements are less certain: confidence says how sure the writer was
+# (docs/architecture.md "Tier and importance").
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|probably|possibly|i think|i guess|i believe|not sure|might|kind of|sort of)\b"
     r"|可能|也许|大概|好像|应该是|我觉得|估计|或许|不确定",

@@ -1,5 +1,5 @@
-"""Step 3 of the write path, L0 statements (DESIGN.md "Write path"), and `l0_extract`, the L0
-entry point that runs every L0 rule over one user message. Plain functions, no database,
+"""Step 3 of the write path, L0 statements (docs/architecture.md "Write path"), and `l0_extract`,
+the L0 entry point that runs every L0 rule over one user message. Plain functions, no database,
 English and Chinese.
 
 Besides the entities of memoryui.extraction.l0_entities, L0 finds:

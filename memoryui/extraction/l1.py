@@ -1,4 +1,4 @@
-"""Step 4 of the write path, the L1 extractor (DESIGN.md "Write path"): an LLM (any OpenAI-compatible
+"""Step 4 of the write path, the L1 extractor (docs/architecture.md "Write path"): an LLM (any OpenAI-compatible
 endpoint) reads one user message and answers with the durable memories it holds, as JSON that
 must validate against `ANSWER`:
 

@@ -1,4 +1,4 @@
-"""Step 2 of the write path (DESIGN.md "Write path"): the salience gate. Plain functions, no database.
+"""Step 2 of the write path (docs/architecture.md "Write path"): the salience gate. Plain functions, no database.
 
 Greetings, nudges, follow-up complaints, one-off requests and questions ("我的幸运数字是啥?")
 are not knowledge and produce nothing. What each clause is comes from

@@ -9,7 +9,7 @@ and it runs to the next heading of the same or a higher level. Fenced code block
 A bullet is something the user asked the agent to remember: kind `remember`, confidence 0.95 (an
 explicit request), so working tier by the rules; when it states one entity the write path's L0 rules
 recognise (a phone number, an e-mail, a birthday, a name…), it carries that entity key and so goes to
-the core tier, as an explicit remember of an entity does (DESIGN.md, "Tier and importance on write").
+the core tier, as an explicit remember of an entity does (docs/architecture.md "Tier and importance").
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Session logs agents write, read as transcripts and written back from a projection.
 
-    claude-code  Claude Code's session JSONL (one event a line)          claude_code.py
-    gemini       gemini-cli / qwen-code `/chat save` checkpoints        gemini.py
-    openai       an OpenAI chat-completions message list                openai.py
-    memoryui     memoryui's own transcript JSON (DESIGN "File formats")  native.py
+    claude-code  Claude Code's session JSONL (one event a line)                         claude_code.py
+    gemini       gemini-cli / qwen-code `/chat save` checkpoints                        gemini.py
+    openai       an OpenAI chat-completions message list                                openai.py
+    memoryui     memoryui's own transcript JSON (docs/architecture.md "File formats")   native.py
 
 `read()` turns a file's text into memoryui's transcript JSON (`{"id"?, "scope"?, "title"?,
 "metadata", "messages"}`) that memoryui.ingestion validates and stores; the format it came in

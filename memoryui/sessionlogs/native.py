@@ -1,4 +1,4 @@
-"""memoryui's own transcript JSON (DESIGN "File formats"), read and written as it is."""
+"""memoryui's own transcript JSON (docs/architecture.md "File formats"), read and written as it is."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The one-shot clean-up of the polluted legacy store (`seed_demo --polluted`): each step's dry
-run, the applied result DESIGN.md asks for, and an undo that gives back the original 85 exactly."""
+run, the applied result docs/architecture.md "Raw transcript stored as memory" describes, and an
+undo that gives back the original 85 exactly."""
 
 from __future__ import annotations
 

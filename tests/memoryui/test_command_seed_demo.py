@@ -1,4 +1,5 @@
-"""seed_demo: the clean example store and the polluted legacy store from DESIGN.md."""
+"""seed_demo: the clean example store and the polluted legacy store (docs/architecture.md
+"Raw transcript stored as memory")."""
 
 from __future__ import annotations
 

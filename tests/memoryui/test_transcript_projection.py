@@ -1,4 +1,4 @@
-"""Transcript projection (DESIGN "Transcript projection"): trimming, rounds, focus window. No database."""
+"""Transcript projection (docs/architecture.md "Transcript projection"): trimming, rounds, focus window. No database."""
 
 from __future__ import annotations
 

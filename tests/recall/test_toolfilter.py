@@ -1,4 +1,4 @@
-"""Active-tool filter (DESIGN "Read path: recall", step 5): suppress a schema note about a tool in use,
+"""Active-tool filter (docs/architecture.md "Read path: recall", step 5): suppress a schema note about a tool in use,
 keep anything durable about it.
 
 Plain values only: no database, no index.

@@ -1,4 +1,5 @@
-"""Load demo data: a clean multi-scope store, or with --polluted the legacy store of DESIGN.md."""
+"""Load demo data: a clean multi-scope store, or with --polluted the polluted legacy store
+(docs/architecture.md "Raw transcript stored as memory")."""
 
 from __future__ import annotations
 

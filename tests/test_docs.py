@@ -1,0 +1,109 @@
+"""The project documents itself: docs/architecture.md is the design document the code cites.
+
+A citation such as `docs/architecture.md "Write path"` (in a module, a test, a template, a comment or a
+docstring) must name a `##` or `###` heading of it, and no file may cite a design document that
+lives outside the repository (the DESIGN.md the code once cited: `DESIGN.md`, `DESIGN "…"`,
+`DESIGN's …`), which a reader of the repository cannot open. The files are those git lists:
+tracked, and new ones not ignored; CHANGELOG.md is history and may name what was cited then.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+THIS = Path(__file__).resolve().relative_to(ROOT).as_posix()
+
+TEXT_SUFFIXES = (".py", ".html", ".toml", ".md")
+SKIPPED_DIRS = ("tests/clients/", ".venv/")
+SKIPPED_NAMES = ("CHANGELOG.md",)
+
+# The outside document, however it was cited: "DESIGN.md", 'DESIGN "Write path"', "DESIGN's".
+OUTSIDE = re.compile(r"\bDESIGN\b")
+# A citation of a section; its name may wrap onto the next line, of a comment too.
+CITATION = re.compile(r'docs/architecture\.md,?[\s#]*\\?"([^"\\]{1,80})\\?"')
+HEADING = re.compile(r"^#{2,3}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+
+
+def documented_files() -> list[str]:
+    """The text files the checks read: Python, HTML, TOML, Markdown, Makefile and Procfiles."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the files to check are those git lists")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout.decode("utf-8", "surrogateescape")
+    files = []
+    for path in sorted(set(filter(None, listed.split("\0")))):
+        name = path.rsplit("/", 1)[-1]
+        if path.startswith(SKIPPED_DIRS) or "/.venv/" in path or name in SKIPPED_NAMES:
+            continue
+        if not (path.endswith(TEXT_SUFFIXES) or name == "Makefile" or name.startswith("Procfile")):
+            continue
+        if (ROOT / path).is_file():  # listed, but deleted in the working tree
+            files.append(path)
+    return files
+
+
+def read(path: str) -> str:
+    return (ROOT / path).read_text(encoding="utf-8", errors="replace")
+
+
+def line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def section_name(raw: str) -> str:
+    """A cited name as one line: a comment's `#` and the indentation of a wrapped line dropped."""
+    return " ".join(re.sub(r"\n[ \t]*#?", " ", raw).split())
+
+
+def headings() -> set[str]:
+    return {match.group(1) for match in HEADING.finditer(ARCHITECTURE.read_text(encoding="utf-8"))}
+
+
+def test_the_files_checked_include_the_code_and_the_architecture():
+    files = documented_files()
+
+    assert {"memoryui/writing.py", "recall/pipeline.py", "README.md", "pyproject.toml", "Makefile"} <= set(files)
+    assert ARCHITECTURE.is_file()
+    assert {"Floors", "Write path", "Read path: recall", "Error shape"} <= headings()
+
+
+def test_nothing_cites_a_design_document_outside_the_repository():
+    found = []
+    for path in documented_files():
+        if path == THIS:
+            continue
+        text = read(path)
+        for match in OUTSIDE.finditer(text):
+            line = text.splitlines()[line_of(text, match.start()) - 1].strip()
+            found.append(f"{path}:{line_of(text, match.start())}: {line[:120]}")
+
+    outside = "cite docs/architecture.md instead of the document outside the repository:"
+    assert not found, "\n".join([outside, *found])
+
+
+def test_every_citation_of_the_architecture_names_one_of_its_sections():
+    sections = headings()
+    citations, unknown = 0, []
+    for path in documented_files():
+        text = read(path)
+        for match in CITATION.finditer(text):
+            citations += 1
+            name = section_name(match.group(1))
+            if name not in sections:
+                unknown.append(f'{path}:{line_of(text, match.start())}: "{name}"')
+
+    assert citations >= 30, "the citations in the code were not found: is the pattern still right?"
+    known = "no such section in docs/architecture.md, whose ## and ### headings are: " + ", ".join(sorted(sections))
+    assert not unknown, "\n".join([known, *unknown])
