@@ -8,12 +8,12 @@ import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
     from django.core.management import execute_from_command_line
 
     django.setup()
-    from memoryui.readiness import refuse_command_without_store
+    from config.readiness import refuse_command_without_store
 
     refuse_command_without_store(sys.argv)  # a mistyped MEMORYUI_DATA_DIR: say so, not "no such table"
     execute_from_command_line(sys.argv)

@@ -2,7 +2,7 @@
 
 Quality: every pair of bench/data/dedup_pairs.json (English, Chinese and mixed; duplicates and
 look-alikes that must stay apart) is clustered on its own exactly as `manage.py dedup` clusters
-a scope (`memoryui.dedup.find_clusters`: exact text, entity key, semantic with the number,
+a scope (`hygiene.dedup.find_clusters`: exact text, entity key, semantic with the number,
 negation and entity-key guards), and a pair that ends in one cluster counts as merged. Merge
 precision and recall are printed at the configured threshold, by category, and over a sweep of
 thresholds so the trade-off is visible. Passage vectors come from the configured embedder
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 BENCH_DIR = ROOT / "var" / "bench" / "dedup"
 BENCH_DIR.mkdir(parents=True, exist_ok=True)
 os.environ.setdefault("MEMORYUI_DATA_DIR", str(BENCH_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -59,7 +59,9 @@ import worktree  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from memoryui import dedup, jsonl, rules  # noqa: E402
+from hygiene import dedup  # noqa: E402
+from ingest import jsonl  # noqa: E402
+from memoryui import rules  # noqa: E402
 from memoryui.models import Memory, MemoryEvent  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402
 

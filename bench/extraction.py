@@ -5,7 +5,7 @@
    e-mail, birthdays, lucky numbers, preferences, `/remember` and `记住`), with unique values so
    dedup mostly creates; the rest are chit-chat, nudges and questions the salience gate drops.
    - L0 rules alone (the baseline): `salience`, `l0_extract` and `tool_guard` on every message,
-     as `memoryui.extraction` calls them, no database.
+     as `ingest.extraction` calls them, no database.
    - `extract()` end to end, in-process: the transcripts (--per-transcript user messages, each
      followed by a short assistant reply) stored with `ingest`, then extracted with `l1="off"`
      and semantic dedup off (MEMORYUI_SEMANTIC_DEDUP_THRESHOLD=off): projection, filters, L0,
@@ -21,7 +21,7 @@
    once per message (`l1="auto"`).
    - Baseline: the same extractions run in-process, one after the other (`extract()`), about
      transcripts x messages x 500 ms.
-   - One real worker (`celery -A memoryui worker --concurrency 1`, a subprocess on this data dir),
+   - One real worker (`celery -A config worker --concurrency 1`, a subprocess on this data dir),
      then two (--concurrency 2), each on its own fresh set of the same transcripts: the clock
      starts when `enqueue_extraction` queues them with the worker up and idle (it first ran one
      warm-up extraction per pool process) and stops when this process sees every TaskRun
@@ -84,7 +84,7 @@ os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"memoryui-bench-{uuid.uuid4().hex[:8]
 os.environ["MEMORYUI_LLM_BASE_URL"] = ""
 os.environ["MEMORYUI_LLM_MODEL"] = ""
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 if ARGS and ARGS.broker:
     os.environ["CELERY_BROKER_URL"] = ARGS.broker
 else:
@@ -97,13 +97,13 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from memoryui.extraction import extract  # noqa: E402
-from memoryui.extraction.guards import tool_guard  # noqa: E402
-from memoryui.extraction.l0_statements import l0_extract  # noqa: E402
-from memoryui.extraction.salience import salience  # noqa: E402
-from memoryui.ingestion import ingest  # noqa: E402
+from ingest.extraction import extract  # noqa: E402
+from ingest.extraction.guards import tool_guard  # noqa: E402
+from ingest.extraction.l0_statements import l0_extract  # noqa: E402
+from ingest.extraction.salience import salience  # noqa: E402
+from ingest.ingestion import ingest  # noqa: E402
+from ingest.tasks import enqueue_extraction  # noqa: E402
 from memoryui.models import IndexOutbox, Memory, MemoryEvent, TaskRun, Transcript  # noqa: E402
-from memoryui.tasks import enqueue_extraction  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 
 TARGET_OVERHEAD = 0.10  # one worker's wall / in-process wall - 1
@@ -306,7 +306,7 @@ def measure_l0(args: argparse.Namespace) -> None:
 
 def start_worker(env: dict, concurrency: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memoryui", "worker", "--concurrency", str(concurrency)]
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", str(concurrency)]
         + ["--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT,
         env=env,

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 BENCH_DIR = ROOT / "var" / "bench" / "ingest"
 BENCH_DIR.mkdir(parents=True, exist_ok=True)
 os.environ.setdefault("MEMORYUI_DATA_DIR", str(BENCH_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
 
 import django  # noqa: E402
@@ -63,7 +63,7 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
 
-from memoryui import writing  # noqa: E402
+from ingest import writing  # noqa: E402
 from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
 from searchindex import indexes as search_indexes  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402
@@ -166,7 +166,7 @@ def embed_alone(memories: list[dict]) -> float:
 
 
 def write_each(memories: list[dict]) -> None:
-    """Each memory through `memoryui.writing.write`; fresh texts must never merge."""
+    """Each memory through `ingest.writing.write`; fresh texts must never merge."""
     for m in memories:
         _, created = writing.write(actor="bench", scope=m["scope"], kind=m["kind"], text=m["text"])
         if not created:
@@ -191,7 +191,7 @@ class Worker:
     def __enter__(self) -> Worker:
         env = {**os.environ, "CELERY_TASK_ALWAYS_EAGER": "0"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "memoryui", "worker", "--concurrency", "1", "--loglevel", "WARNING"],
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -208,7 +208,7 @@ def write_path_worker(memories: list[dict]) -> tuple[float, float]:
     """Like write_path, with the index sync done by the worker process: after commit, the time
     until the outbox is empty. The worker reuses the vectors the write path computed for dedup
     layer 3 (PendingVector rows); it cannot share this process's embedder cache."""
-    from memoryui.celery import app
+    from config.celery import app
 
     empty_store()
     app.conf.task_always_eager = False
@@ -296,7 +296,7 @@ def _background_run(rows: list[dict], concurrency: int, directory: Path) -> tupl
     path = directory / "store.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memoryui", "worker", "--concurrency", str(concurrency)]
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", str(concurrency)]
         + ["--loglevel", "WARNING"],
         cwd=ROOT,
         env=env,
@@ -363,7 +363,7 @@ print(time.perf_counter() - started)
 def _embedding_ceiling(texts: list[str]) -> float:
     """What the machine gives two processes embedding at once, against one: the most a second
     worker can add (other load on the cores lowers it). Same texts, fresh processes, no cache."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "memoryui.settings", "MEMORYUI_DATA_DIR": str(BENCH_DIR)}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "MEMORYUI_DATA_DIR": str(BENCH_DIR)}
 
     def start() -> subprocess.Popen:
         probe = subprocess.Popen(

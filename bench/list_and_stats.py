@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 BENCH_DIR = ROOT / "var" / "bench"
 BENCH_DIR.mkdir(parents=True, exist_ok=True)
 os.environ.setdefault("MEMORYUI_DATA_DIR", str(BENCH_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
 
 import django  # noqa: E402
@@ -46,9 +46,9 @@ from django.urls import include, path  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from memoryui import rules  # noqa: E402
-from memoryui.filters import MemoryListFilterSet  # noqa: E402
 from memoryui.models import Memory, MemoryEvent  # noqa: E402
-from memoryui.views import LIST_COLUMNS  # noqa: E402
+from web.filters import MemoryListFilterSet  # noqa: E402
+from web.views import LIST_COLUMNS  # noqa: E402
 
 SCOPES = [f"agent:bot-{i:02d}" for i in range(20)] + ["agent:main", "user:42", "global"]
 WORDS_EN = [
@@ -128,7 +128,7 @@ def _empty_page(request):
 
 
 # The framework's own floor: the full middleware stack and a signed-in session, no work.
-urlpatterns = [path("__floor__/", login_required(_empty_page)), path("", include("memoryui.urls"))]
+urlpatterns = [path("__floor__/", login_required(_empty_page)), path("", include("config.urls"))]
 
 
 def main() -> None:

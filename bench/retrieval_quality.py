@@ -142,7 +142,7 @@ def collect_in_child(name: str, lexical: str = "whoosh", postgres: str = "") -> 
             return cached
     env = dict(os.environ)
     env["MEMORYUI_DATA_DIR"] = str(data_dir)
-    env.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env["CELERY_TASK_ALWAYS_EAGER"] = "1"
     env["MEMORYUI_LEXICAL"] = lexical
     if lexical == "postgres":
@@ -351,7 +351,7 @@ def main() -> None:
     if args.collect:
         print(json.dumps(collect(args.collect)))
         return
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryui.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("MEMORYUI_DATA_DIR", str(ROOT / "var" / "bench" / "retrieval"))
     import django
 

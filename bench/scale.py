@@ -30,7 +30,7 @@ order alternating from one query to the next):
   document frequencies, cached per process for STATS_SECONDS above 20k entries) and the search
   SQL, and EXPLAIN (ANALYZE, BUFFERS) of the search SQL of the slowest `agent:main` query.
 
-Write throughput: `memoryui.writing.write(semantic=False)` (semantic dedup off, so no embedding
+Write throughput: `ingest.writing.write(semantic=False)` (semantic dedup off, so no embedding
 is measured) into a scope of its own of the same database, alternating blocks of writes with
 the PostgreSQL lexical index kept in step (its entry written in the memory's transaction) and
 with MEMORYUI_LEXICAL=whoosh (whose entry is written later by the outbox). The outbox's task
@@ -99,8 +99,8 @@ from django.test import override_settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from latency_corpus import MAIN_SCOPE, SMALL_SCOPE, build_corpus, build_queries  # noqa: E402
 
+from ingest.writing import write  # noqa: E402
 from memoryui.models import IndexOutbox, LexicalEntry, Memory, MemoryEvent, PendingVector, outbox_committed  # noqa: E402
-from memoryui.writing import write  # noqa: E402
 from searchindex import indexes as search_indexes  # noqa: E402
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402

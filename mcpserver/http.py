@@ -25,12 +25,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from api.rest import too_large_body
 from mcpserver import limits, tools
 from mcpserver.server import caller, server
 from memoryui import jsontext
 from memoryui.errors import error_body
 from memoryui.models import ApiToken
-from memoryui.rest import too_large_body
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _exchange(request: HttpRequest) -> HttpResponse:
         answer = {"jsonrpc": "2.0", "id": limits.request_id(message), "error": refused}
         response = JsonResponse(answer, status=429)
         response["Retry-After"] = str(refused["data"]["details"]["retry_after"])
-        response._has_been_logged = True  # in the summary of refusals instead (memoryui.throttling)
+        response._has_been_logged = True  # in the summary of refusals instead (api.throttling)
         return response
     status, headers, answer = async_to_sync(_serve)(_asgi_scope(request), body, who)
     headers = {name.lower(): value for name, value in headers}

@@ -1,4 +1,4 @@
-"""Rate limits over MCP: the API's own per-token limits (memoryui.throttling), on the same counts.
+"""Rate limits over MCP: the API's own per-token limits (api.throttling), on the same counts.
 
 A token's calls count the same whether they come over `/api/`, `/mcp/` or a stdio server started
 with that token: every JSON-RPC request against MEMORYUI_API_RATE, and a `tools/call` of `recall`
@@ -21,9 +21,9 @@ from typing import Any
 
 from rest_framework.exceptions import Throttled
 
+from api import throttling
 from mcpserver import tools
 from mcpserver.server import ERROR_CODES
-from memoryui import throttling
 from memoryui.errors import error_body
 
 EXPENSIVE_TOOLS = frozenset({"recall"})  # as `throttle_scope = "expensive"` marks the API's views

@@ -32,10 +32,10 @@ from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import Field, ValidationError
 
 import memoryui
+from api.rest import invalid_message
 from mcpserver import tools
 from memoryui import rules
 from memoryui.errors import error_body
-from memoryui.rest import invalid_message
 from recall.toolfilter import MAX_RECENT_TOOLS
 
 logger = logging.getLogger(__name__)

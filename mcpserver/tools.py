@@ -19,12 +19,14 @@ from django.db import transaction
 from django.db.models import Q
 from rest_framework import exceptions
 
-from memoryui import rest, roles, rules, untrusted, writing
+from api import rest
+from api.recall import answer_recall
+from api.serializers import MemoryInputSerializer, MemorySerializer
+from api.serializers_recall import RecallRequestSerializer
+from ingest import writing
+from memoryui import roles, rules, untrusted
 from memoryui.models import ApiToken, ConflictError, Memory
-from memoryui.serializers import MemoryInputSerializer, MemorySerializer
-from recall.api import answer_recall
 from recall.models import RecallTrace
-from recall.serializers import RecallRequestSerializer
 from searchindex.search import SearchError, clean_query, search
 
 LIST_LIMIT = 20

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
-from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_migrate
 
 
 class MemoryuiConfig(AppConfig):
+    """The store: models, rules, roles and the bookkeeping of background runs."""
+
     name = "memoryui"
     verbose_name = "memory store"
     default_auto_field = "django.db.models.BigAutoField"
@@ -13,7 +14,6 @@ class MemoryuiConfig(AppConfig):
     def ready(self) -> None:
         # The role groups get the permissions of every app migrated, including later ones.
         # Imported here, not at the top: models can be imported only once apps are ready.
-        from memoryui import roles, web
+        from memoryui import roles
 
         post_migrate.connect(roles.sync_groups_after_migrate, dispatch_uid="memoryui.roles.sync_groups")
-        user_logged_out.connect(web.say_signed_out, dispatch_uid="memoryui.web.say_signed_out")

@@ -1,7 +1,7 @@
 """The one error shape of every JSON answer: `{"error": {"code", "message", "details"}}`
 (docs/architecture.md "Error shape").
 
-Free of Django, so the web server's own answers (memoryui.server) use it before Django is loaded.
+Free of Django, so the web server's own answers (config.server) use it before Django is loaded.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """JSON text memoryui did not write, read under the API's limits: the one reader of it.
 
-The API's request bodies (memoryui.parsers), session logs (memoryui.sessionlogs), memory files
-and JSONL lines (memoryui.memoryfiles, memoryui.jsonl), the dashboard's JSON fields
-(memoryui.forms), a tool call's arguments (memoryui.transcripts), a model's answer
+The API's request bodies (api.parsers), session logs (ingest.sessionlogs), memory files
+and JSONL lines (ingest.memoryfiles, ingest.jsonl), the dashboard's JSON fields
+(web.forms), a tool call's arguments (ingest.transcripts), a model's answer
 (memoryui.llm) and a labelled set (import_golden) are all read by `loads`, which refuses,
 without handing the text to Python's decoder:
 

@@ -12,27 +12,22 @@ A superuser is always an admin; an active user in no group is a viewer (least pr
 in several groups has the highest. An API token never does more than its owner can do now: a
 `read` token only reads, and so does a `write` token whose owner is a viewer.
 
-Pages check with `role_required`, the API with `RolePermission` (the REST_FRAMEWORK default),
-the back office with `memoryui.admin`'s site. The groups' Django model permissions, which the back
+Pages check with `web.access.role_required`, the API with `RolePermission` (the REST_FRAMEWORK default),
+the back office with `web.admin`'s site. The groups' Django model permissions, which the back
 office checks for its own pages, are granted by `sync_groups`.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import wraps
 
 from django.apps import apps as global_apps
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
 from django.db import DEFAULT_DB_ALIAS
-from django.http import HttpRequest, HttpResponse
-from django.utils.functional import SimpleLazyObject
 from rest_framework import exceptions, permissions
 
-from memoryui import web
 from memoryui.models import ApiToken
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -224,7 +219,7 @@ class RolePermission(permissions.BasePermission):
     message and in `details` (`Forbidden`); anonymous callers get 401.
 
     This module is named by REST_FRAMEWORK, which rest_framework.views reads on import: it must not
-    import rest_framework.views (nor memoryui.rest, which does)."""
+    import rest_framework.views (nor api.rest, which does)."""
 
     message = "Your role does not allow this."
 
@@ -237,56 +232,6 @@ class RolePermission(permissions.BasePermission):
         if refused:
             raise Forbidden(refused)  # not False: DRF's own 403 would carry the message alone
         return True
-
-
-# --- pages -------------------------------------------------------------------------------------
-
-
-def forbidden(request: HttpRequest, role: Role) -> HttpResponse:
-    """403 saying which role is needed: a state in the page's alerts for htmx, else a plain page."""
-    current = role_of(request.user)
-    held = f"{current.article} {current}" if current else "no role"
-    title = f"The {role} role is needed"
-    message = f"This needs the {role} role; you are {held}. Ask an admin to change your role."
-    if web.wants_fragment(request):
-        return web.alert(request, status=403, state="invalid", invalid=[message], invalid_title=title)
-    context = {"status": 403, "title": title, "message": message}
-    return web.render(request, "memoryui/error.html", context, status=403)
-
-
-def role_required(role: Role, *, unsafe_only: bool = False) -> Callable:
-    """Sign-in (as `web.login_required_htmx`) and `role` for a page; with `unsafe_only`, reading the
-    page (GET) is open to every role and only what it posts needs `role`."""
-
-    def decorate(view):
-        @web.login_required_htmx
-        @wraps(view)
-        def wrapper(request, *args, **kwargs):
-            if (not unsafe_only or request.method not in SAFE_METHODS) and not has_role(request.user, role):
-                return forbidden(request, role)
-            return view(request, *args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
-editor_required = role_required(Role.EDITOR)
-admin_required = role_required(Role.ADMIN)
-
-
-def context(request: HttpRequest) -> dict:
-    """Template context: `role` and `can.edit` / `can.admin`, to leave out controls the user may not use."""
-
-    def abilities() -> dict:
-        current = role_of(getattr(request, "user", AnonymousUser()))
-        return {
-            "role": current,
-            "edit": current is not None and current >= Role.EDITOR,
-            "admin": current is Role.ADMIN,
-        }
-
-    return {"can": SimpleLazyObject(abilities)}
 
 
 # --- groups and their Django permissions --------------------------------------------------------

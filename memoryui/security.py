@@ -97,7 +97,7 @@ def lockout_response(request, original_response=None, credentials=None) -> HttpR
 class UnstorableQueryMiddleware:
     """A query parameter holding what no text can (a NUL, a lone surrogate) is a 400 naming it,
     before any view reads it: JSON under /api/ and /mcp/, a plain page elsewhere. The schema states it
-    (memoryui.schema: every text parameter matches `^[^\\x00]*$`)."""
+    (api.schema: every text parameter matches `^[^\\x00]*$`)."""
 
     def __init__(self, get_response):
         self.get_response = get_response

@@ -19,7 +19,7 @@ MAX_JSON_DEPTH = 32  # objects and arrays inside one another, the value itself b
 # Characters that show nothing on their own: controls, spaces and separators, zero-width and
 # other format characters (joiners, bidi marks, variation selectors, fillers) and private use.
 # A regex class rather than Unicode categories, so the API's schema states the same rule
-# (memoryui.schema): one that an ECMA-262 and a Python regex read alike.
+# (api.schema): one that an ECMA-262 and a Python regex read alike.
 INVISIBLE_CLASS = (
     "\\x00-\\x20\\x7f-\\xa0\\xad\\u034f\\u061c\\u115f\\u1160\\u1680\\u17b4\\u17b5\\u180b-\\u180f"
     "\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u3000\\u3164\\ue000-\\uf8ff\\ufe00-\\ufe0f\\ufeff"

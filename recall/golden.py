@@ -27,7 +27,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from memoryui import writing
+from ingest import writing
 from memoryui.models import Memory
 from recall.knobs import RecallSettings
 from recall.models import GoldenQuery, GoldenSet

@@ -15,8 +15,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.test import Client, override_settings
 
-from memoryui import roles, writing
-from memoryui.celery import app
+from config.celery import app
+from ingest import writing
+from memoryui import roles
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -100,7 +101,7 @@ def _a_cache_of_the_runs_own(tmp_path_factory):
     limits count there): a test run gets a directory of its own, so two runs at once never count
     against each other's limits or clear each other's counts."""
     cache = settings.CACHES["default"]
-    if cache["BACKEND"] != "memoryui.throttling.FileCache":
+    if cache["BACKEND"] != "api.throttling.FileCache":
         yield  # a Redis named by MEMORYUI_CACHE_URL: the run's to choose
         return
     with override_settings(CACHES={"default": {**cache, "LOCATION": str(tmp_path_factory.mktemp("cache"))}}):

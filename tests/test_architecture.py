@@ -1,8 +1,10 @@
-"""The apps depend on each other one way, and no module imports itself round a cycle.
+"""The apps stack one way, and no module imports itself round a cycle.
 
-The contracts live in pyproject.toml ([tool.importlinter]) and `make test` runs `lint-imports`;
-here a copy of the code with one contract broken on purpose shows the check fails, and the
-import graph (imports inside functions included) is searched for cycles.
+The contracts live in pyproject.toml ([tool.importlinter]) and `make test` runs `lint-imports`:
+one layers contract lists every app, top floor first. Here every Python package of the tree is
+shown to be on it, with no exception; a copy of the code with an upward import added on purpose
+(inside a function: those count too) shows the check fails and names it; and the import graph is
+searched for cycles.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("memoryui", "searchindex", "recall", "mcpserver")
+LINTER = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+PACKAGES = tuple(LINTER["root_packages"])
+LAYERS = next(c for c in LINTER["contracts"] if c["type"] == "layers")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -41,23 +45,50 @@ def code_copy(tmp_path_factory) -> Path:
     return copy
 
 
+def floors() -> list[list[str]]:
+    return [[app.strip() for app in floor.split("|")] for floor in LAYERS["layers"]]
+
+
+def test_every_package_of_the_tree_is_an_app_on_the_one_layers_contract():
+    tree = {
+        path.parent.name
+        for path in ROOT.glob("*/__init__.py")
+        if path.parent.name not in ("tests", "bench", "deploy", "docs")
+    }
+    on_floors = [app for floor in floors() for app in floor]
+    assert sorted(on_floors) == sorted(PACKAGES) == sorted(tree)
+    assert [c["type"] for c in LINTER["contracts"]].count("layers") == 1
+    assert not any("ignore_imports" in contract for contract in LINTER["contracts"])
+    assert not any("unmatched_ignore_imports_alerting" in contract for contract in LINTER["contracts"])
+
+
 def test_the_contracts_hold_on_the_code_as_it_is(code_copy):
     result = lint_imports(code_copy)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
 
 
-@pytest.mark.parametrize(
-    ("module", "line", "contract"),
-    [
-        ("memoryui/models/memory.py", "import searchindex.search", "The store's models and rules import neither"),
-        ("memoryui/rules.py", "from recall import pipeline", "The store's models and rules import neither"),
-        ("searchindex/fusion.py", "from recall import knobs", "searchindex imports nothing of recall"),
-        ("recall/heuristic.py", "from memoryui import views", "recall imports no pages or API"),
-        ("recall/pipeline.py", "from mcpserver import tools", "The MCP server sits on top"),
-    ],
-)
-def test_breaking_a_contract_fails_the_check_and_names_it(code_copy, tmp_path, module, line, contract):
+LAYERS_CONTRACT = LAYERS["name"]
+
+# An upward import from each floor to the one above it, and between the two apps that share a floor.
+UPWARD = [
+    ("memoryui/rules.py", "from searchindex import search"),
+    ("memoryui/models/memory.py", "from ingest import writing"),
+    ("searchindex/fusion.py", "from ingest import extraction"),
+    ("ingest/writing.py", "from hygiene import dedup"),
+    ("hygiene/dedup.py", "from recall import pipeline"),
+    ("recall/heuristic.py", "from api import rest"),
+    ("api/rest.py", "from web import shortcuts"),
+    ("api/views.py", "from mcpserver import tools"),
+    ("web/views.py", "from mcpserver import tools"),
+    ("mcpserver/tools.py", "from web import forms"),
+    ("web/forms.py", "from config import settings"),
+    ("memoryui/runs.py", "from config import supervise"),
+]
+
+
+@pytest.mark.parametrize(("module", "line"), UPWARD)
+def test_an_upward_import_fails_the_layers_contract_and_is_named(code_copy, tmp_path, module, line):
     broken = tmp_path / "broken"
     shutil.copytree(code_copy, broken)
     target = broken / module
@@ -65,8 +96,16 @@ def test_breaking_a_contract_fails_the_check_and_names_it(code_copy, tmp_path, m
     result = lint_imports(broken)
     assert result.returncode == 1, result.stdout + result.stderr
     broken_section = " ".join(result.stdout.split("Broken contracts", 1)[1].split())
-    assert contract in broken_section
-    assert line.split()[-1] in broken_section  # the offending import is named
+    assert LAYERS_CONTRACT in broken_section
+    assert line.split()[1] in broken_section  # the offending import is named
+
+
+def test_the_upward_imports_tried_cover_every_floor():
+    floor_of = {app: depth for depth, floor in enumerate(floors()) for app in floor}
+    tried = {(module.split("/")[0], line.split()[1].split(".")[0]) for module, line in UPWARD}
+    for low, high in tried:
+        assert floor_of[high] <= floor_of[low], (low, high)  # each is upward, or sideways on a floor
+    assert {low for low, _ in tried} == set(PACKAGES) - {"config"}  # every app but the top one
 
 
 def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:

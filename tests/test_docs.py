@@ -74,7 +74,7 @@ def headings() -> set[str]:
 def test_the_files_checked_include_the_code_and_the_architecture():
     files = documented_files()
 
-    assert {"memoryui/writing.py", "recall/pipeline.py", "README.md", "pyproject.toml", "Makefile"} <= set(files)
+    assert {"ingest/writing.py", "recall/pipeline.py", "README.md", "pyproject.toml", "Makefile"} <= set(files)
     assert ARCHITECTURE.is_file()
     assert {"Floors", "Write path", "Read path: recall", "Error shape"} <= headings()
 

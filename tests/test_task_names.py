@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from memoryui.celery import app
+from config.celery import app
 from searchindex.tasks import rebuild_indexes, repair_indexes, sync_index
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ def test_the_procfile_workers_split_the_queues_where_settings_route_the_index_wo
     env = {key: value for key, value in os.environ.items() if not key.startswith(("CELERY_", "MEMORYUI_"))}
     env.update(variables, MEMORYUI_DATA_DIR=str(tmp_path))
     routed = subprocess.run(
-        [sys.executable, "-c", "from memoryui import settings; print(settings.MEMORYUI_INDEX_QUEUE)"],
+        [sys.executable, "-c", "from config import settings; print(settings.MEMORYUI_INDEX_QUEUE)"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     index, bulk = _procfile_words("index", env), _procfile_words("bulk", env)

@@ -1,6 +1,6 @@
 """Memory, its append-only history MemoryEvent, and the pairs judged not to be duplicates.
 
-The write path (dedup, placement) is memoryui.writing; here are the rows and the domain actions
+The write path (dedup, placement) is ingest.writing; here are the rows and the domain actions
 on one memory (pin, tombstone, restore, edit, merge a duplicate), each writing a MemoryEvent.
 """
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from memoryui import demo, jsonl
-from memoryui.ingestion import ingest
+from ingest import jsonl
+from ingest.ingestion import ingest
+from ingest.tasks import enqueue_extraction
 from memoryui.models import Memory, TaskRun
-from memoryui.tasks import enqueue_extraction
+from web import demo
 
 pytestmark = pytest.mark.e2e
 

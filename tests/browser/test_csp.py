@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memoryui.ingestion import ingest
+from ingest.ingestion import ingest
 from memoryui.models import TaskRun
 from recall.models import GoldenSet
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from memoryui import demo, ingestion
+from ingest import ingestion
+from ingest.tasks import enqueue_extraction
 from memoryui.models import ApiToken, Memory, TaskRun
-from memoryui.tasks import enqueue_extraction
 from recall.models import GoldenQuery, GoldenSet
+from web import demo
 
 from .conftest import SCREENSHOTS
 

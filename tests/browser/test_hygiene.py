@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from memoryui import demo, jsonl
+from ingest import jsonl
 from memoryui.models import Memory, MemoryEvent
+from web import demo
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from memoryui.models import Memory
-from tests.memoryui.formats import FIXTURES
+from tests.ingest.formats import FIXTURES
 
 pytestmark = pytest.mark.e2e
 

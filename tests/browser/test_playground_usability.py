@@ -8,8 +8,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from memoryui import demo
 from tests.fakes.openai_server import FakeOpenAIServer
+from web import demo
 
 pytestmark = pytest.mark.e2e
 

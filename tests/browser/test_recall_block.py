@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memoryui import demo
+from web import demo
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from memoryui.ingestion import ingest
+from ingest.ingestion import ingest
 from memoryui.models import Memory
 
 pytestmark = pytest.mark.e2e

@@ -76,7 +76,7 @@ def _write_memory(env: dict, text: str) -> float:
     """Write a memory through the write path in a process of its own; when it committed (its
     index update queued)."""
     code = (
-        "import time; from memoryui import writing; "
+        "import time; from ingest import writing; "
         f"writing.write(actor='test', scope='agent:main', kind='fact', text={text!r}); print(time.time())"
     )
     return float(_manage(env, "shell", "-c", code).split()[-1])

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from memoryui.server import ChunkedBodies
+from config.server import ChunkedBodies
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -123,7 +123,7 @@ def served(tmp_path_factory):
         # The server's log goes to a file: a pipe nobody reads would fill up and block it.
         log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed with the server below
         server = subprocess.Popen(
-            [str(BIN / "gunicorn"), "memoryui.wsgi", "--worker-class", "memoryui.server.ThreadWorker",
+            [str(BIN / "gunicorn"), "config.wsgi", "--worker-class", "config.server.ThreadWorker",
              "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True,
         )  # fmt: skip

@@ -19,7 +19,7 @@ import pytest
 from tests.integration.chroma_server import ChromaServer
 from tests.integration.services import Api, free_port, prepare_store
 from tests.integration.test_index_queue import procfile_processes
-from tests.memoryui.test_command_bootstrap_multi_host import ROOT, database, host_env, manage
+from tests.web.test_command_bootstrap_multi_host import ROOT, database, host_env, manage
 
 __all__ = ["database"]  # the fixture, used by name
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.services import free_port
-from tests.memoryui.test_command_bootstrap_multi_host import ROOT, database, host_env, manage
+from tests.web.test_command_bootstrap_multi_host import ROOT, database, host_env, manage
 
 __all__ = ["database"]  # the fixture, used by name
 
@@ -33,9 +33,9 @@ def _serve(env: dict, port: int, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [
             str(Path(sys.executable).parent / "gunicorn"),
-            "memoryui.wsgi",
+            "config.wsgi",
             "--worker-class",
-            "memoryui.server.ThreadWorker",
+            "config.server.ThreadWorker",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",

@@ -44,7 +44,7 @@ def _manage(env: dict, *args: str) -> str:
 def running_worker(env: dict, concurrency: int = 1, *extra: str):
     """A `celery worker` process on the test's data dir and broker, stopped however the test ends."""
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memoryui", "worker", "--concurrency", str(concurrency)]
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", str(concurrency)]
         + ["--loglevel", "WARNING", *extra],
         cwd=ROOT,
         env=env,

@@ -17,11 +17,11 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import JSONField
 from rest_framework.test import APIClient
 
-from memoryui import jsonl
-from memoryui.ingestion import ingest
+from api.renderers import JSONRenderer
+from ingest import jsonl
+from ingest.ingestion import ingest
 from memoryui.models import Memory, MemoryEvent, Message, TaskRun, Transcript
 from memoryui.models.fields import StoredJSONDecoder
-from memoryui.renderers import JSONRenderer
 from recall.models import RecallTrace
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ WRITE_AND_LIST = """
 import json, sqlite3
 from django.conf import settings
 from django.db import connection
-from memoryui import writing
+from ingest import writing
 
 writing.write(actor="test", scope="agent:main", kind="fact", text="Runs 1000 RTX 4070s.", semantic=False)
 connection.ensure_connection()

@@ -19,9 +19,9 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from memoryui import jsonl, sessionlogs
-from memoryui.memoryfiles import SourceFile
-from memoryui.memoryfiles.importing import import_files
+from ingest import jsonl, sessionlogs
+from ingest.memoryfiles import SourceFile
+from ingest.memoryfiles.importing import import_files
 from memoryui.models import Memory, MemoryEvent, Message, Transcript
 from recall.selector import SelectorFailed, parse_answer
 

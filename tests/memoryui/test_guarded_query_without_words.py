@@ -13,8 +13,8 @@ import re
 
 import pytest
 
+from api.schema import VISIBLE_TEXT
 from mcpserver import tools
-from memoryui.schema import VISIBLE_TEXT
 from recall.pipeline import recall
 from searchindex.search import NO_WORDS, has_words, search
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_AND_LIST = """
 import json, os
 from django.conf import settings
-from memoryui import writing
+from ingest import writing
 from searchindex.search import search
 
 writing.write(actor="test", scope="agent:main", kind="fact", text="Runs 1000 RTX 4070s in an IDC.")

@@ -16,8 +16,8 @@ from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from ingest.ingestion import ingest
 from memoryui import roles
-from memoryui.ingestion import ingest
 from memoryui.models import ApiToken, Memory
 from recall.models import GoldenSet, RecallProfile
 
@@ -407,8 +407,8 @@ def test_set_role_refuses_an_unknown_user_or_role_with_exit_code_1(bob, args, sa
 def test_bootstrap_makes_its_first_user_an_admin(tmp_path, settings, monkeypatch):
     settings.DATA_DIR = tmp_path
     monkeypatch.delenv("MEMORYUI_ADMIN_PASSWORD", raising=False)
-    monkeypatch.setattr("memoryui.demo.seed_clean", lambda: 0)
-    monkeypatch.setattr("memoryui.demo.seed_polluted", lambda: 0)
+    monkeypatch.setattr("web.demo.seed_clean", lambda: 0)
+    monkeypatch.setattr("web.demo.seed_polluted", lambda: 0)
 
     call_command("bootstrap", "--json", stdout=io.StringIO(), stderr=io.StringIO())
 

@@ -19,12 +19,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from kombu import Connection
 
+from config.celery import app
+from ingest.tasks import EXTRACT, enqueue_extraction, extraction_in_progress
 from memoryui import runs
 from memoryui.background import TaskRunTask
-from memoryui.celery import app
 from memoryui.models import TaskRun, Transcript
 from memoryui.models.taskrun import Withdrawn
-from memoryui.tasks import EXTRACT, enqueue_extraction, extraction_in_progress
 
 pytestmark = pytest.mark.django_db
 

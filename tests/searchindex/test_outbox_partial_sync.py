@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryui import writing
+from ingest import writing
 from memoryui.models import IndexOutbox
 from searchindex import outbox
 from searchindex.indexes import get_index

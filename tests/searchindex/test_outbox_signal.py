@@ -8,7 +8,7 @@ from unittest import mock
 import pytest
 from django.db import transaction
 
-from memoryui import writing
+from ingest import writing
 from memoryui.models import IndexOutbox, Memory, outbox_committed
 from searchindex import tasks
 

@@ -115,7 +115,7 @@ def test_the_whoosh_analyzer_gives_the_same_tokens():
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths")
 def test_jieba_builds_its_cache_in_the_data_dir_and_leaves_no_file_open(tmp_path):
     # A fresh process with an empty data dir: jieba builds its dictionary from scratch.
-    env = {**os.environ, "MEMORYUI_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "memoryui.settings"}
+    env = {**os.environ, "MEMORYUI_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings"}
     script = "from searchindex.tokens import tokenize; import gc; print(tokenize('北京大学生前来应聘')); gc.collect()"
     result = subprocess.run(
         [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", script],

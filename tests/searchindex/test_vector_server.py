@@ -181,7 +181,7 @@ def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused_at_startu
     env = {**os.environ, "MEMORYUI_DATA_DIR": str(tmp_path), "MEMORYUI_CHROMA_TIMEOUT": value}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     check = subprocess.run(
-        [sys.executable, "-c", "import memoryui.settings"],
+        [sys.executable, "-c", "import config.settings"],
         cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,

@@ -1,0 +1,168 @@
+"""Keep one of `make run`'s processes running: restart it when it dies, or stop memoryui, saying why.
+
+    python config/supervise.py bulk -- .venv/bin/celery -A config worker …
+
+honcho, which runs the Procfile, stops everything when a process exits, but only notices the
+exit once every process holding the line's output has gone: a Celery worker killed with SIGKILL
+(or by the OOM killer) leaves its pool process behind, still holding it, so the app ran on with
+no worker and nobody said so. Each Procfile line runs its process under this supervisor:
+
+- when the process exits without being asked to, whatever it left behind is killed (the
+  supervisor is the "child subreaper" of its descendants, so they are re-parented to it, not to
+  init), a line says what happened, and it is started again after a short pause;
+- a process that keeps dying (MAX_RESTARTS restarts within WINDOW seconds) is not restarted: the
+  supervisor says so and exits with status 1, so honcho stops everything with that message last;
+  never half a system;
+- TERM, INT, QUIT or HUP means stop: honcho and the terminal signal the whole process group, so
+  the process has the signal too; the supervisor waits for it to exit (sending TERM, then KILL,
+  if it lingers, as when only the supervisor was signalled) and exits with its status.
+
+No Django here: it starts in a moment and depends on nothing that could fail to load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+MAX_RESTARTS = 5
+WINDOW = 600.0  # seconds
+PAUSES = (1.0, 2.0, 5.0, 10.0)  # before each restart in a row, then the last one
+LINGER = 15.0  # seconds a process may take to stop once told, before the supervisor insists
+STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def say(name: str, text: str) -> None:
+    print(f"memoryui: {name} {text}", file=sys.stderr, flush=True)
+
+
+def described(status: int) -> str:
+    if status < 0:
+        try:
+            return f"was killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+def become_subreaper() -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def leftovers() -> list[int]:
+    """The supervisor's children now: what a dead process left behind was re-parented to it."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[-1].split()[1]) == me:
+            found.append(int(entry.name))
+    return found
+
+
+def reap_leftovers(name: str) -> None:
+    """Kill what the dead process left behind (its pool processes, say), and wait for them."""
+    pids = leftovers()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    if pids:
+        say(name, f"left {len(pids)} process(es) behind: killed ({', '.join(map(str, pids))})")
+
+
+class Supervisor:
+    def __init__(self, name: str, command: list[str]):
+        self.name = name
+        self.command = command
+        self.stopping: int | None = None  # the stop signal received
+        self.process: subprocess.Popen | None = None
+        self.restarts: deque[float] = deque()
+        self.max_restarts = MAX_RESTARTS
+        self.pause_scale = 1.0
+
+    def on_stop(self, signum, frame) -> None:
+        self.stopping = self.stopping or signum
+
+    def run(self) -> int:
+        for stop in STOPS:
+            signal.signal(stop, self.on_stop)
+        become_subreaper()
+        in_a_row = 0
+        while True:
+            started = time.monotonic()
+            self.process = subprocess.Popen(self.command)
+            status = self.wait()
+            if self.stopping is not None:
+                reap_leftovers(self.name)
+                return status if status >= 0 else 128 - status
+            lived = time.monotonic() - started
+            reap_leftovers(self.name)
+            now = time.monotonic()
+            self.restarts.append(now)
+            while self.restarts and now - self.restarts[0] > WINDOW:
+                self.restarts.popleft()
+            if len(self.restarts) > self.max_restarts:
+                times = f"{len(self.restarts)} times in {WINDOW / 60:g} minutes"
+                say(self.name, f"{described(status)}, {times}: not restarted again. Stopping memoryui; see the lines "
+                    "above for why it died, then `make run` again.")  # fmt: skip
+                return 1
+            in_a_row = in_a_row + 1 if lived < WINDOW / MAX_RESTARTS else 1
+            pause = PAUSES[min(in_a_row, len(PAUSES)) - 1] * self.pause_scale
+            restart = f"restart {len(self.restarts)} of at most {self.max_restarts} in {WINDOW / 60:g} minutes"
+            say(self.name, f"{described(status)} after {lived:.0f} s; restarting it in {pause:g} s ({restart})")
+            deadline = time.monotonic() + pause
+            while time.monotonic() < deadline and self.stopping is None:
+                time.sleep(0.1)
+            if self.stopping is not None:
+                return 128 + self.stopping
+
+    def wait(self) -> int:
+        """The process's exit status; once told to stop, it is given LINGER seconds, then TERM,
+        then KILL."""
+        told = None
+        insisted = 0
+        while True:
+            try:
+                return self.process.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stopping is None:
+                continue
+            told = told or time.monotonic()
+            if time.monotonic() - told > LINGER * self.pause_scale * (insisted + 1):
+                self.process.send_signal(signal.SIGTERM if insisted == 0 else signal.SIGKILL)
+                insisted += 1
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv or argv.index("--") != 1 or len(argv) < 3:
+        print("usage: supervise.py NAME -- COMMAND [ARG…]", file=sys.stderr)
+        return 2
+    supervisor = Supervisor(argv[0], argv[2:])
+    # How many restarts, and how long the pauses and the wait for a stop (scaled), set for a test's sake.
+    supervisor.max_restarts = int(os.environ.get("MEMORYUI_SUPERVISE_MAX_RESTARTS", MAX_RESTARTS))
+    supervisor.pause_scale = float(os.environ.get("MEMORYUI_SUPERVISE_PAUSE_SCALE", 1.0))
+    return supervisor.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
