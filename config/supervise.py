@@ -60,20 +60,42 @@ def become_subreaper() -> None:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def stat_of(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (state, parent, …), or None when
+    there is no such process. The name is in parentheses and may hold spaces and parentheses."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+
+
+def parent_of(pid: int) -> int | None:
+    stat = stat_of(pid)
+    return int(stat[1]) if stat else None
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet waited for, does not)."""
+    stat = stat_of(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+def children_of(pid: int) -> list[int]:
+    path = Path("/proc") / str(pid) / "task" / str(pid) / "children"
+    try:
+        return [int(child) for child in path.read_text().split()]
+    except OSError:
+        return []
+
+
 def leftovers() -> list[int]:
     """The supervisor's children now: what a dead process left behind was re-parented to it."""
     me = os.getpid()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[-1].split()[1]) == me:
-            found.append(int(entry.name))
-    return found
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and parent_of(int(entry.name)) == me
+    ]
 
 
 def reap_leftovers(name: str) -> None:

@@ -21,7 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LINTER = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 PACKAGES = tuple(LINTER["root_packages"])
-LAYERS = next(c for c in LINTER["contracts"] if c["type"] == "layers")
+APP_LAYERS = [c for c in LINTER["contracts"] if c["type"] == "layers" and not c.get("containers")]
+LAYERS = APP_LAYERS[0]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -57,7 +58,7 @@ def test_every_package_of_the_tree_is_an_app_on_the_one_layers_contract():
     }
     on_floors = [app for floor in floors() for app in floor]
     assert sorted(on_floors) == sorted(PACKAGES) == sorted(tree)
-    assert [c["type"] for c in LINTER["contracts"]].count("layers") == 1
+    assert len(APP_LAYERS) == 1  # one contract for the apps; others only stack the floors inside an app
     assert not any("ignore_imports" in contract for contract in LINTER["contracts"])
     assert not any("unmatched_ignore_imports_alerting" in contract for contract in LINTER["contracts"])
 
@@ -98,6 +99,23 @@ def test_an_upward_import_fails_the_layers_contract_and_is_named(code_copy, tmp_
     broken_section = " ".join(result.stdout.split("Broken contracts", 1)[1].split())
     assert LAYERS_CONTRACT in broken_section
     assert line.split()[1] in broken_section  # the offending import is named
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [("ingest/transcripts.py", "from ingest import extraction"), ("ingest/writing.py", "from ingest import tasks")],
+)
+def test_an_upward_import_inside_an_app_fails_its_own_layers_contract(code_copy, tmp_path, module, line):
+    [inside] = [c for c in LINTER["contracts"] if c.get("containers") == [module.split("/")[0]]]
+    broken = tmp_path / "broken"
+    shutil.copytree(code_copy, broken)
+    target = broken / module
+    target.write_text(target.read_text() + f"\n\ndef _breaks_the_contract():\n    {line}  # noqa\n")
+    result = lint_imports(broken)
+    assert result.returncode == 1, result.stdout + result.stderr
+    broken_section = " ".join(result.stdout.split("Broken contracts", 1)[1].split())
+    assert inside["name"] in broken_section
+    assert LAYERS_CONTRACT not in broken_section  # within one app: the apps' contract holds
 
 
 def test_the_upward_imports_tried_cover_every_floor():
@@ -163,3 +181,21 @@ def test_the_cycle_finder_finds_a_cycle_through_an_import_inside_a_function(tmp_
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("cyclic", cache_dir=None)
     assert import_cycles(graph) == [["cyclic.a", "cyclic.b"]]
+
+
+def source_lines(app: str) -> int:
+    """An app's lines of Python, its migrations aside."""
+    return sum(
+        len(path.read_text(encoding="utf-8").splitlines())
+        for path in (ROOT / app).rglob("*.py")
+        if "migrations" not in path.relative_to(ROOT).parts
+    )
+
+
+def test_no_app_holds_more_than_a_third_of_the_source_and_the_store_at_most_thirty_percent():
+    lines = {app: source_lines(app) for app in PACKAGES}
+    total = sum(lines.values())
+    shares = {app: round(count / total, 3) for app, count in lines.items()}
+    assert total > 20_000  # the count sees the code (tests and benches aside)
+    assert max(shares.values()) <= 0.35, shares
+    assert shares["memoryui"] <= 0.30, shares

@@ -107,3 +107,51 @@ def test_every_citation_of_the_architecture_names_one_of_its_sections():
     assert citations >= 30, "the citations in the code were not found: is the pattern still right?"
     known = "no such section in docs/architecture.md, whose ## and ### headings are: " + ", ".join(sorted(sections))
     assert not unknown, "\n".join([known, *unknown])
+
+
+# --- every environment variable in one table ------------------------------------------------------
+
+APPS = ("config", "memoryui", "searchindex", "ingest", "hygiene", "recall", "api", "web", "mcpserver")
+# How the code reads a variable: settings' env_str/env_int/env_float/env_bool, os.environ and getenv;
+# and any name of memoryui's own in quotes (a command keeps one in a constant).
+READ = re.compile(
+    r"""(?:env_(?:str|int|float|bool)|environ\.get|environ\.setdefault|getenv)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
+    r"""|["'](MEMORYUI_[A-Z0-9_]+)["']"""
+)
+# Not memoryui's to document: the settings module every Django process names, what the embedders
+# set for their libraries (one thread, never a download), and a WSGI request's header.
+NOT_OURS = {
+    "DJANGO_SETTINGS_MODULE",
+    "OMP_NUM_THREADS",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HTTP_TRANSFER_ENCODING",
+}
+
+
+def configuration_table() -> set[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("| `")]
+    return {name for line in table for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split(" | ")[0])}
+
+
+def variables_read() -> dict[str, str]:
+    found = {}
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            for names in READ.findall(path.read_text(encoding="utf-8")):
+                for name in filter(None, names):
+                    found.setdefault(name, path.relative_to(ROOT).as_posix())
+    return {name: where for name, where in found.items() if name not in NOT_OURS}
+
+
+def test_every_environment_variable_the_code_reads_is_in_the_configuration_table():
+    read = variables_read()
+    assert len(read) >= 40  # the reader finds them: settings alone reads more than forty
+    missing = {name: where for name, where in read.items() if name not in configuration_table()}
+    assert missing == {}, "add a row to README's Configuration table for each"
+
+
+def test_the_configuration_table_names_no_variable_the_code_does_not_read():
+    assert configuration_table() - set(variables_read()) == set()

@@ -14,4 +14,4 @@ class WebConfig(AppConfig):
         # Imported here, not at the top: models can be imported only once apps are ready.
         from web import shortcuts
 
-        user_logged_out.connect(shortcuts.say_signed_out, dispatch_uid="memoryui.web.say_signed_out")
+        user_logged_out.connect(shortcuts.say_signed_out, dispatch_uid="web.shortcuts.say_signed_out")

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from config.supervise import alive
+
 SUPERVISE = Path(__file__).resolve().parents[2] / "config" / "supervise.py"
 
 # A "worker": writes its pid, starts a "pool process" that writes its own and sleeps, then sleeps.
@@ -44,15 +46,6 @@ def generations(path: Path, count: int, supervisor: subprocess.Popen, timeout: f
         assert supervisor.poll() is None, supervisor.stderr.read()
         assert time.monotonic() < deadline, f"only {len(found)} of {count} starts"
         time.sleep(0.05)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
 
 
 def wait_gone(pid: int, timeout: float = 10) -> bool:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from config.supervise import alive, children_of, parent_of
 from tests.integration.services import Api, PrivateRedis, prepare_store
 from tests.integration.test_run_shutdown import _processes_of, make_run
 from tests.integration.test_worker_index_sync import _environment, _manage
@@ -38,30 +39,13 @@ def _rows(data_dir: Path, sql: str, params: tuple = ()) -> list:
         return db.execute(sql, params).fetchall()
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[1])
-
-
-def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(child) for child in path.read_text().split()] if path.exists() else []
-
-
 def _supervised(data_dir: Path, name: str, marker: str) -> int:
     """The pid of `name`'s process (its command line holding `marker`) under its supervisor."""
     running = _processes_of(data_dir)
     for pid, command in running.items():
-        if marker in command and f"supervise.py {name}" in running.get(_parent(pid), ""):
+        if marker in command and f"supervise.py {name}" in running.get(parent_of(pid), ""):
             return pid
     raise AssertionError(f"no {name} process under its supervisor: {running}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _wait(condition, what: str, run, timeout: float = 180):
@@ -102,14 +86,14 @@ def test_a_bulk_worker_killed_mid_extraction_is_restarted_and_the_extraction_fin
         _wait(lambda: state()[1] >= 3, "the extraction to get going", run)
 
         worker = _supervised(tmp_path, "bulk", "-n bulk@")
-        pool = _children(worker)
+        pool = children_of(worker)
         os.kill(worker, signal.SIGKILL)
 
         _wait(lambda: state()[0] == "succeeded", "the extraction to finish", run)
         assert state()[1:] == (FACTS, 2)  # every message, on the second attempt
         texts = [t for (t,) in _rows(tmp_path, "SELECT text FROM memoryui_memory WHERE text LIKE '%rack R%'")]
         assert len(texts) == len(set(texts)) == FACTS
-        assert pool and not [pid for pid in pool if _alive(pid)]  # no pool process lived on
+        assert pool and not [pid for pid in pool if alive(pid)]  # no pool process lived on
         assert _supervised(tmp_path, "bulk", "-n bulk@") != worker
         said = "\n".join(run.output())
         assert "memoryui: bulk was killed by SIGKILL" in said, said[-4000:]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from config.supervise import children_of
 from tests.integration.test_worker_index_sync import _environment, _manage, running_worker
 
 pytestmark = pytest.mark.e2e
@@ -30,11 +31,6 @@ def _query(data_dir: Path, sql: str):
 def _task(data_dir: Path) -> tuple[str, int, int, int]:
     rows = _query(data_dir, "SELECT status, progress_done, progress_total, attempts FROM memoryui_taskrun")
     return rows[0] if rows else ("none", 0, 0, 0)
-
-
-def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(child) for child in path.read_text().split()] if path.exists() else []
 
 
 def _wait(condition, worker: subprocess.Popen, what: str, timeout: float = 120):
@@ -65,7 +61,7 @@ def test_a_worker_killed_mid_extraction_leaves_no_duplicate_and_no_gap(tmp_path,
         assert queued["status"] == "queued"
         # Kill the pool process doing the work once a few messages are done.
         _wait(lambda: _task(tmp_path)[1] >= 3, worker, "the extraction to start")
-        [child] = _wait(lambda: _children(worker.pid), worker, "the pool process")
+        [child] = _wait(lambda: children_of(worker.pid), worker, "the pool process")
         os.kill(child, signal.SIGKILL)
         status, done, total, attempts = _wait(
             lambda: (task := _task(tmp_path))[0] in ("succeeded", "failed") and task, worker, "the task to finish"
