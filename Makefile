@@ -34,16 +34,22 @@ run: install
 	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)/
 	exec env HOST=$(HOST) PYTHONUNBUFFERED=1 $(VENV)/bin/honcho start --port $(PORT)
 
+# The suite runs on every core (pytest-xdist): a test file on one worker, so a module's servers
+# start once, and the tests that start whole stacks of processes one after another (groups set in
+# tests/conftest.py). TEST_JOBS=0 runs it in one process.
+TEST_JOBS ?= auto
+XDIST = -n $(TEST_JOBS) --dist loadgroup
+
 test: install $(CLIENTS)
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: install
-	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not e2e" $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .

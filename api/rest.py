@@ -35,6 +35,10 @@ logger = logging.getLogger(__name__)
 # --- errors ------------------------------------------------------------------------------
 
 BACKEND_RETRY_AFTER_SECONDS = 5
+# A 404 with nothing more to say: DRF's own (exceptions.NotFound), and Django's under /api/ (web.views).
+NOT_FOUND = "Not found."
+# A memory the caller cannot see does not exist for them: the API and the MCP tools answer it alike.
+MEMORY_NOT_FOUND = "No memory with this id in the scopes you can see."
 
 
 class ApiError(exceptions.APIException):

@@ -87,6 +87,14 @@ class RecallCandidateSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     decision = serializers.ChoiceField(choices=DECISIONS, help_text="What the answering path decided.")
     reasons = serializers.ListField(child=serializers.CharField())
+    reason_codes = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text='With explain: each of `reasons`, in the same order, as its code and parameters, `{"code": …, '
+        "…}`; a reason that holds another (`floored`, `query_not_answered`, `block_left_out`) holds it under `why` "
+        "as the same kind of object. `label_reason_codes` and `signal_codes` stand beside `label_reasons` and "
+        "`signals` the same way.",
+    )
     score = serializers.FloatField(help_text="The heuristic's score.")
     fused_score = serializers.FloatField()
     vector_rank = serializers.IntegerField(allow_null=True)
@@ -95,7 +103,9 @@ class RecallCandidateSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Whether the heuristic put it in the block, and why (null: the heuristic did not rank it).",
     )
-    heuristic = serializers.DictField(required=False, help_text="With explain: the heuristic's decision and reasons.")
+    heuristic = serializers.DictField(
+        required=False, help_text="With explain: the heuristic's decision, reasons and reason_codes."
+    )
     selector = serializers.DictField(
         required=False, allow_null=True, help_text="With explain: the selector's, when it answered."
     )
@@ -111,6 +121,11 @@ class RecallResponseSerializer(serializers.Serializer):
     profile = serializers.CharField()
     mode = serializers.ChoiceField(choices=["selector", "heuristic", "select"], help_text="Which path answered.")
     fallback_reason = serializers.CharField(allow_null=True, help_text="Why the selector did not answer.")
+    fallback_reason_code = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text='With explain: `fallback_reason` as its code and parameters, `{"code": …, …}`.',
+    )
     selected = RecallSelectedSerializer(many=True)
     candidates = RecallCandidateSerializer(many=True)
     block = serializers.CharField(help_text="The ephemeral recall block: for this turn only, never store it.")
@@ -140,7 +155,10 @@ class RecallTraceSerializer(serializers.ModelSerializer):
 
 class RecallTraceDetailSerializer(RecallTraceSerializer):
     knobs = serializers.DictField(help_text="Every knob the recall ran with.")
-    result = serializers.DictField(help_text="The recall as /api/recall/ answered it: candidates, decisions, block.")
+    result = serializers.DictField(
+        help_text="The recall as /api/recall/ answers it with explain: candidates, decisions, block. A trace saved "
+        "before reasons had codes holds their words only (no `reason_codes`)."
+    )
 
     class Meta(RecallTraceSerializer.Meta):
         fields = [*RecallTraceSerializer.Meta.fields, "knobs", "result"]

@@ -262,29 +262,6 @@ def transcript_detail(transcript: Transcript) -> dict:
 
 
 SESSION_LOG_AS = ("auto", *sessionlogs.FORMATS)
-SESSION_LOG_EXAMPLE = "\n".join(
-    json.dumps(event, ensure_ascii=False)
-    for event in (
-        {
-            "type": "user",
-            "sessionId": "5f0c2d1e-7a4b-4c3d-9e8f-0a1b2c3d4e5f",
-            "uuid": "3f40a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b",
-            "timestamp": "2026-11-25T09:00:05Z",
-            "message": {"role": "user", "content": "My name is Priya Raman. I prefer pytest over unittest."},
-        },
-        {
-            "type": "assistant",
-            "sessionId": "5f0c2d1e-7a4b-4c3d-9e8f-0a1b2c3d4e5f",
-            "uuid": "51627384-95a6-4b7c-8d9e-0f1a2b3c4d5e",
-            "timestamp": "2026-11-25T09:00:07Z",
-            "message": {
-                "id": "msg_01HqRk",
-                "role": "assistant",
-                "content": [{"type": "text", "text": "Noted: pytest."}],
-            },
-        },
-    )
-)
 
 
 def _session_log(request) -> tuple[sessionlogs.Session, dict]:

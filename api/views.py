@@ -39,9 +39,9 @@ from api.serializers import (
     TombstoneSerializer,
 )
 from ingest import writing
-from memoryui import roles, untrusted
+from memoryui import roles
 from memoryui.models import ApiToken, ConflictError, Memory, MemoryEvent
-from searchindex.search import RETRIEVERS, SearchError, clean_query, search
+from searchindex.search import RETRIEVERS, SearchError, search
 
 # --- memories ----------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
             queryset = queryset.select_for_update()
         memory = queryset.filter(pk=self.kwargs["pk"]).first()
         if memory is None:
-            raise exceptions.NotFound("No memory with this id in the scopes you can see.")
+            raise exceptions.NotFound(rest.MEMORY_NOT_FOUND)
         return memory
 
     def _answer(self, memory: Memory, status_code: int = 200) -> Response:
@@ -340,15 +340,13 @@ class SearchView(APIView):
         rest.choice_param("retriever", retriever, RETRIEVERS, problems)
         floor = params.get("floor") or "on"
         rest.choice_param("floor", floor, ("on", "off"), problems)
-        try:
-            clean_query(params.get("q"))
-        except SearchError as exc:
-            problems[exc.field] = [str(exc)]
-        else:
-            if not untrusted.is_visible(params["q"]):
-                problems["q"] = ["The query holds nothing visible (only spaces, zero-width or control characters)."]
         if problems:
+            try:  # the query's own problem is named with the others: searching no scope only checks it
+                search(params.get("q"), scopes=[])
+            except SearchError as exc:
+                problems[exc.field] = [str(exc)]
             raise exceptions.ValidationError(problems)
+        # A query search() refuses is a SearchError: a 400 naming `q` (rest.exception_handler).
         found = search(params.get("q"), scopes=scopes, limit=limit, retriever=retriever, floor=floor == "on")
         return Response(found.to_dict())
 

@@ -143,7 +143,9 @@ def collect_in_child(tree: Path, name: str, path: str, limit: int, settings_json
     env = dict(os.environ)
     env.update(
         MEMORYUI_DATA_DIR=str(data_dir),
-        DJANGO_SETTINGS_MODULE="config.settings",
+        # The Django project's settings: config.settings, or memoryui.settings in a tree from before
+        # the apps were split (a baseline commit's).
+        DJANGO_SETTINGS_MODULE="config.settings" if (tree / "config" / "settings.py").exists() else "memoryui.settings",
         CELERY_TASK_ALWAYS_EAGER="1",
         MEMORYUI_LEXICAL="whoosh",
         PYTHONPATH=str(tree),

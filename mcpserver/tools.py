@@ -24,14 +24,13 @@ from api.recall import answer_recall
 from api.serializers import MemoryInputSerializer, MemorySerializer
 from api.serializers_recall import RecallRequestSerializer
 from ingest import writing
-from memoryui import roles, rules, untrusted
+from memoryui import roles, rules
 from memoryui.models import ApiToken, ConflictError, Memory
 from recall.models import RecallTrace
-from searchindex.search import SearchError, clean_query, search
+from searchindex.search import SearchError, search
 
 LIST_LIMIT = 20
 LIST_MAX = 100
-NOT_FOUND = "No memory with this id in the scopes you can see."
 REVOKED = "This token was revoked: it may no longer be used."
 DEACTIVATED = "This token's owner's account is deactivated: its tokens are refused."
 
@@ -136,21 +135,16 @@ def _memory(caller: Caller, memory_id: str, *, lock: bool = False) -> Memory:
         queryset = queryset.select_for_update()
     memory = queryset.first()
     if memory is None:
-        raise exceptions.NotFound(NOT_FOUND)
+        raise exceptions.NotFound(rest.MEMORY_NOT_FOUND)
     return memory
 
 
 def search_memory(caller: Caller, query: str, limit: int | None = None) -> dict:
     caller.check_reads()
     try:
-        clean_query(query)
-    except SearchError as exc:
+        found = search(query, scopes=[caller.scope], limit=limit)
+    except SearchError as exc:  # the query: the tool's argument is `query`
         raise exceptions.ValidationError({"query": [str(exc)]}) from None
-    if not untrusted.is_visible(query):
-        raise exceptions.ValidationError(
-            {"query": ["The query holds nothing visible (only spaces, zero-width or control characters)."]}
-        )
-    found = search(query, scopes=[caller.scope], limit=limit)
     data = found.to_dict()
     return {
         "query": data["query"],

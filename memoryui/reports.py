@@ -77,6 +77,12 @@ def _value(value: Any) -> Any:
     return value
 
 
+def rounded(value: float | None, digits: int = 4) -> float | None:
+    """`value` rounded to `digits` places, as reports show scores and times; None stays None (a
+    signal that is missing, e.g. no vector rank)."""
+    return None if value is None else round(value, digits)
+
+
 def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str | list | tuple | dict) and not value)
 

@@ -12,9 +12,10 @@ A superuser is always an admin; an active user in no group is a viewer (least pr
 in several groups has the highest. An API token never does more than its owner can do now: a
 `read` token only reads, and so does a `write` token whose owner is a viewer.
 
-Pages check with `web.access.role_required`, the API with `RolePermission` (the REST_FRAMEWORK default),
-the back office with `web.admin`'s site. The groups' Django model permissions, which the back
-office checks for its own pages, are granted by `sync_groups`.
+Every role check asks `role_refusal`, so a refusal reads the same wherever it is answered: the pages
+through `web.access.role_required`, the API through `RolePermission` (the REST_FRAMEWORK default),
+the MCP tools through `mcpserver.tools.Caller`. The back office checks with `web.admin`'s site; the
+groups' Django model permissions, which it checks for its own pages, are granted by `sync_groups`.
 """
 
 from __future__ import annotations
@@ -149,12 +150,7 @@ def mint_refusal(user, *, access: str, scopes: Iterable[str]) -> Refusal | None:
     return None
 
 
-def token_can_write(token: ApiToken) -> bool:
-    """A token may change things only when it is a write token and its owner is an editor now."""
-    return token.can_write and has_role(token.user, Role.EDITOR)
-
-
-# --- the API -----------------------------------------------------------------------------------
+# --- requests: the pages, the API, MCP ------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -172,7 +168,8 @@ EDITS = Need(Role.EDITOR, writes=True)
 def role_refusal(user, need: Need, token: ApiToken | None = None) -> Refusal | None:
     """Why `user` (through `token`, when a token is used) may not do what `need` asks, or None when
     they may: the role needed, from the user's role now (field `role`), then a read token's access
-    (field `access`). The message says what is needed and what the caller has."""
+    (field `access`). The message says what is needed and what the caller has; every role check of
+    the pages, the API and MCP answers with it."""
     role = role_of(user)
     if role is None or role < need.role:
         held = f"{role.article} {role}" if role else "no role"
@@ -184,14 +181,8 @@ def role_refusal(user, need: Need, token: ApiToken | None = None) -> Refusal | N
     return None
 
 
-def refusal(user, need: Need, token: ApiToken | None = None) -> str | None:
-    """The message of `role_refusal`, or None (the MCP server's tools answer with it)."""
-    refused = role_refusal(user, need, token)
-    return refused.message if refused else None
-
-
 class Forbidden(exceptions.PermissionDenied):
-    """A role refusal as the API answers it: 403 `forbidden`, its message in `details` under the field
+    """A role refusal as the API and MCP answer it: 403 `forbidden`, its message in `details` under the field
     at fault, as a 400 names its fields: `{"role": ["This needs the editor role; you are a viewer."]}`."""
 
     def __init__(self, refused: Refusal):

@@ -21,8 +21,8 @@ Pinned and core memories get no free pass: the rerank's small tier and pin bonus
 the scores compared here, and nothing else.
 
 Plain values in, plain values out: each decision is a code with its numbers (`Placement`), and
-its words are made from them (`words`) where they are shown. The pipeline, calibration and the
-benchmarks run the same function.
+its words are made from them (`words`: a reason of memoryui.reasons, `block_<code>`) where they are
+shown. The pipeline, calibration and the benchmarks run the same function.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from memoryui.reasons import CODES as REASON_CODES
+from memoryui.reasons import Reason
 from memoryui.reports import Report
 
 # Decision codes.
@@ -78,7 +80,7 @@ class Placement(Report):
         return self.code in KEPT
 
     @property
-    def reason(self) -> str:
+    def reason(self) -> Reason:
         return words(self.code, self.share, self.params)
 
 
@@ -140,25 +142,11 @@ def _twin(entry: Entry, kept, threshold: float, similarity) -> dict | None:
     return None
 
 
-def words(code: str, share: float, params: dict) -> str:
-    """A placement in words, as the playground, the API and the command line show it."""
-    of_best = f"{share:.0%} of the best score"
-    if code == BEST:
-        return "the best match"
-    if code == CLOSE:
-        return f"{of_best}; the cut is {params['cut']:.0%}"
-    if code == BELOW_CUT:
-        return f"{of_best}; the cut is {params['cut']:.0%}"
-    if code == WEAK:
-        return f"a weak match at {of_best}; a weak match needs {params['cut']:.0%}"
-    if code == GAP:
-        return (
-            f"{of_best}, after a drop of {params['drop']:.0%} below #{params['after']}; "
-            f"a drop of {params['gap']:.0%} ends the block"
-        )
-    if code == SAME_AS:
-        similar = f"similarity {params['similarity']:.3f} ≥ {params['threshold']:g}"
-        return f"says the same as #{params['position']} ({similar})"
-    if code == PAST_LIMIT:
-        return f"{of_best}, but the block is full (limit {params['limit']})"
-    return code
+def words(code: str, share: float, params: dict) -> Reason:
+    """A placement as a reason (`block_<code>`), in words as the playground, the API and the command
+    line show it."""
+    reason = f"block_{code}"
+    if reason not in REASON_CODES:
+        return Reason("free_text", text=code)
+    values = {"share": share, **params}
+    return Reason(reason, **{name: values[name] for name in REASON_CODES[reason].fields})

@@ -44,6 +44,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memoryui.models import Memory
+from memoryui.reports import rounded
 from recall import block, pipeline
 from recall.heuristic import parse_query
 from recall.knobs import RecallSettings
@@ -222,8 +223,8 @@ def score(samples: list[Sample], settings: RetrievalSettings, *, k: int, now: da
         "answerable": answerable,
         "unanswerable": unanswerable,
         "objectives": {
-            "ranking": _round((answerable["recall@k"] + answerable["mrr"]) / 2),
-            "answerability": _round((answerable["answered"] + unanswerable["silent"]) / 2),
+            "ranking": rounded((answerable["recall@k"] + answerable["mrr"]) / 2),
+            "answerability": rounded((answerable["answered"] + unanswerable["silent"]) / 2),
         },
     }
 
@@ -349,11 +350,7 @@ def _answerable(samples: list[Sample]) -> list[Sample]:
 
 
 def _share(count: float, total: int) -> float:
-    return _round(count / total) if total else 0.0
-
-
-def _round(value: float) -> float:
-    return round(value, 4)
+    return rounded(count / total) if total else 0.0
 
 
 def save_profile(name: str, start: RecallSettings, result: Calibration, golden: list[str], embedder) -> RecallProfile:
@@ -470,10 +467,10 @@ def _block_metrics(counts: BlockCounts, beta: float) -> dict:
     recall = counts.recall_sum / counts.answerable if counts.answerable else 0.0
     f = (1 + beta**2) * precision * recall / (beta**2 * precision + recall) if precision + recall else 0.0
     return {
-        "precision": _round(precision),
-        "recall": _round(recall),
-        "f": _round(f),
-        "size": _round(counts.handed / counts.queries) if counts.queries else 0.0,
+        "precision": rounded(precision),
+        "recall": rounded(recall),
+        "f": rounded(f),
+        "size": rounded(counts.handed / counts.queries) if counts.queries else 0.0,
     }
 
 
@@ -593,8 +590,8 @@ def _pooled(parts: list[tuple[dict, BlockCounts]], beta: float) -> dict:
                 pooled[kind][metric] = _share(weighted, total)
     answerable, unanswerable = pooled["answerable"], pooled["unanswerable"]
     pooled["objectives"] = {
-        "ranking": _round((answerable["recall@k"] + answerable["mrr"]) / 2),
-        "answerability": _round((answerable["answered"] + unanswerable["silent"]) / 2),
+        "ranking": rounded((answerable["recall@k"] + answerable["mrr"]) / 2),
+        "answerability": rounded((answerable["answered"] + unanswerable["silent"]) / 2),
     }
     pooled["block"] = _block_metrics(sum((counts for _, counts in parts), BlockCounts()), beta)
     return pooled

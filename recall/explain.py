@@ -2,19 +2,21 @@
 that decided it.
 
 The pipeline's reasons (recall.pipeline, searchindex.answerability, recall.toolfilter) are terse and
-exact ("vector -0.002 over the anchor", "heuristic rank 7, past the limit of 5"): they stay as they
-are in the API, the command line and the traces, and the playground shows them as numbers on
-demand. This module reads a recall as its JSON (`RecallResult.to_dict()`, which a trace stores, so
-old traces read the same way) and says what happened to each candidate in a sentence.
+exact ("vector -0.002 over the anchor", "heuristic rank 7: 12% of the best score; the cut is 70%"):
+they stay as they are in the API, the command line and the traces, and the playground shows them as
+numbers on demand. This module reads a recall as its JSON (`RecallResult.to_dict()`, which a trace
+stores) and says what happened to each candidate in a sentence. It reads each reason by its code and
+parameters (memoryui.reasons); a trace saved before reasons had codes holds their words only, which
+`memoryui.reasons.restore` reads back, so old traces read the same way.
 
 Plain values only: no database, no index.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from memoryui.reasons import Reason, restore, restore_one
 from recall import block
 
 RECALLED, FILTERED, NOT_SELECTED, BELOW_FLOOR = "selected", "filtered", "not_selected", "below_floor"
@@ -22,14 +24,6 @@ RECALLED, FILTERED, NOT_SELECTED, BELOW_FLOOR = "selected", "filtered", "not_sel
 STAGES = (RECALLED, FILTERED, NOT_SELECTED, BELOW_FLOOR)
 
 DECISION_WORDS = {RECALLED: "selected", FILTERED: "filtered", NOT_SELECTED: "not selected", BELOW_FLOOR: "below floor"}
-
-_FILTERED_RE = re.compile(r"active tool (?P<tool>.+?) \+ marker '(?P<marker>.+)'")
-_PAST_LIMIT_RE = re.compile(r"heuristic rank (?P<rank>\d+), past the limit of (?P<limit>\d+)")
-_PAST_CANDIDATES_RE = re.compile(r"past the first (?P<n>\d+) candidates")
-_MISSING_RE = re.compile(r"missing required '(?P<word>.*)'")
-_HEURISTIC_RANK_RE = re.compile(r"heuristic rank (?P<rank>\d+)$")
-_SELECTOR_PICK_RE = re.compile(r"selector pick (?P<rank>\d+)$")
-_NOT_COUNTED = "vector similarity not counted:"
 
 # Why a candidate was not selected, for the group's one-line summary.
 PAST_LIMIT, PAST_CANDIDATES, MISSING_WORD, NOT_PICKED, OTHER = (
@@ -129,16 +123,22 @@ def selector_state(run: dict) -> dict | None:
     candidates = [c for c in (run.get("candidates") or []) if isinstance(c, dict)]
     if any(c.get("selector") for c in candidates):
         return None
-    reason = str(run.get("fallback_reason") or "")
+    reason = restore_one(run.get("fallback_reason"), run.get("fallback_reason_code"))
     if run.get("mode") == "select":
         return {"state": "select", "text": "Not asked: select: picks memories by id."}
-    if reason.startswith("selector not configured"):
+    if reason is None:
+        return {"state": "failed", "text": "Not asked."}
+    if reason.code == "selector_not_configured":
         return {"state": "not_configured", "text": "No LLM is configured, so the heuristic answered alone."}
-    if reason.startswith("selector off"):
+    if reason.code == "selector_off":
         return {"state": "off", "text": f"Off in profile {run.get('profile') or 'default'}: the heuristic answered."}
-    if reason:
-        return {"state": "failed", "text": f"Did not answer ({reason}): the heuristic answered."}
-    return {"state": "failed", "text": "Not asked."}
+    return {"state": "failed", "text": f"Did not answer ({reason}): the heuristic answered."}
+
+
+def reasons_of(data: dict, key: str = "reasons") -> list[Reason]:
+    """The reasons `data` (a candidate, a decision) lists under `key`, read from the codes stored beside
+    them: `reasons` → `reason_codes`, `label_reasons` → `label_reason_codes`, `signals` → `signal_codes`."""
+    return restore(data.get(key), data.get(key.removesuffix("s") + "_codes"))
 
 
 # --- one candidate --------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def selector_state(run: dict) -> dict | None:
 
 def _row(candidate: dict, run: dict) -> Row:
     decision = candidate.get("decision")
-    reasons = [str(r) for r in candidate.get("reasons") or []]
+    reasons = reasons_of(candidate)
     if decision == RECALLED:
         return Row(candidate, recalled_why(candidate))
     if decision == FILTERED:
@@ -159,15 +159,15 @@ def _row(candidate: dict, run: dict) -> Row:
 
 def recalled_why(candidate: dict) -> str:
     """The final path's reasons, in full: its rank and every signal that counted."""
-    reasons = [str(r) for r in candidate.get("reasons") or []]
+    reasons = reasons_of(candidate)
     if not reasons:
         return "Recalled."
     first, rest = reasons[0], reasons[1:]
-    if match := _HEURISTIC_RANK_RE.match(first):
-        head = f"Ranked {_ordinal(int(match['rank']))} by the heuristic"
-    elif match := _SELECTOR_PICK_RE.match(first):
-        head = f"Picked {_ordinal(int(match['rank']))} by the selector"
-    elif first == "picked by select:":
+    if first.code == "heuristic_rank":
+        head = f"Ranked {_ordinal(first.params['rank'])} by the heuristic"
+    elif first.code == "selector_pick":
+        head = f"Picked {_ordinal(first.params['rank'])} by the selector"
+    elif first.code == "picked_by_select":
         head = "Picked by select:"
     else:
         return "; ".join(reasons) + "."
@@ -175,26 +175,29 @@ def recalled_why(candidate: dict) -> str:
     return head + (": " + "; ".join(signals) if signals else "") + "."
 
 
-def _signal_words(signal: str) -> str:
-    if match := re.fullmatch(r"retrieval (?P<share>[\d.]+)", signal):
-        share = float(match["share"])
+def _signal_words(signal: Reason) -> str:
+    """A signal in words; the others (a key or tag matched, the block's placement, the selector's own
+    reason) read as they are."""
+    params = signal.params
+    if signal.code == "retrieval":
+        share = round(params["share"], 2)  # as its words show it
         return "the best retrieval score" if share >= 0.995 else f"retrieval score {share:.0%} of the best"
-    if match := re.fullmatch(r"text covers (?P<pct>\d+%) of the query", signal):
-        return f"holds {match['pct']} of the query's words (by rarity)"
-    if match := re.fullmatch(r"names active tool (?P<tool>.+), no schema marker", signal):
-        return f"names {match['tool']}, a tool in use, but is no call format or schema"
-    if match := re.fullmatch(r"kept: durable marker '(?P<marker>.+)' \(active tool (?P<tool>.+)\)", signal):
-        return f"names {match['tool']}, a tool in use, and is kept as lasting knowledge (“{match['marker']}”)"
-    return signal
+    if signal.code == "text_coverage":
+        return f"holds {params['coverage']:.0%} of the query's words (by rarity)"
+    if signal.code == "names_active_tool":
+        return f"names {params['tool']}, a tool in use, but is no call format or schema"
+    if signal.code == "durable_marker":
+        return f"names {params['tool']}, a tool in use, and is kept as lasting knowledge (“{params['marker']}”)"
+    return str(signal)
 
 
-def filtered_why(reasons: list[str]) -> str:
-    match = next((m for m in map(_FILTERED_RE.match, reasons) if m), None)
-    if match is None:
+def filtered_why(reasons: list[Reason]) -> str:
+    found = next((reason for reason in reasons if reason.code == "active_tool_schema"), None)
+    if found is None:
         return "Kept out by the active-tool filter" + (f": {reasons[0]}." if reasons else ".")
     return (
-        f"Kept out by the active-tool filter: it names {match['tool']}, a tool the agent is using right now, "
-        f"and reads like a call format or schema (“{match['marker']}”) with nothing lasting in it "
+        f"Kept out by the active-tool filter: it names {found.params['tool']}, a tool the agent is using right now, "
+        f"and reads like a call format or schema (“{found.params['marker']}”) with nothing lasting in it "
         "(no gotcha, workaround, owner…). The tool's live definition is what counts."
     )
 
@@ -207,9 +210,9 @@ def below_floor_why(candidate: dict, run: dict) -> str:
             f"Recall stays silent on this query ({why}): no candidate is a strong enough match, "
             "so none is recalled, this one included."
         )
-    reasons = [str(r) for r in candidate.get("label_reasons") or []]
     margin, coverage = candidate.get("vector_margin"), candidate.get("bm25_coverage")
-    refused = next((r[len(_NOT_COUNTED) :].strip() for r in reasons if r.startswith(_NOT_COUNTED)), None)
+    label_reasons = reasons_of(candidate, "label_reasons")
+    refused = next((r.params["refused"].strip() for r in label_reasons if r.code == "vector_not_counted"), None)
     if refused:
         meaning = f"its closeness in meaning does not count here ({refused})"
     elif margin is None:
@@ -227,7 +230,7 @@ def below_floor_why(candidate: dict, run: dict) -> str:
     return f"Too weak a match: neither retriever found it close enough — {meaning}, and {words}."
 
 
-def not_selected_why(candidate: dict, reasons: list[str]) -> tuple[str, str]:
+def not_selected_why(candidate: dict, reasons: list[Reason]) -> tuple[str, str]:
     """(cause, sentence) for a candidate that cleared the floor but was not recalled."""
     placement = candidate.get("block")
     if isinstance(placement, dict) and placement.get("code") in BLOCK_CAUSES and not _picked_elsewhere(reasons):
@@ -236,26 +239,33 @@ def not_selected_why(candidate: dict, reasons: list[str]) -> tuple[str, str]:
         rank = _ordinal(int(placement.get("position") or 0))
         return BLOCK_CAUSES[code], f"Ranked {rank} by the heuristic and left out of the block: {said}."
     for reason in reasons:
-        if match := _PAST_LIMIT_RE.match(reason):
-            rank, limit = int(match["rank"]), int(match["limit"])
-            return PAST_LIMIT, f"Ranked {_ordinal(rank)} by the heuristic: past the limit of {limit}."
-        if match := _PAST_CANDIDATES_RE.match(reason):
+        params = reason.params
+        if reason.code == "block_left_out" and params["why"].code.removeprefix("block_") in BLOCK_CAUSES:
+            cause = BLOCK_CAUSES[params["why"].code.removeprefix("block_")]
+            rank = _ordinal(params["rank"])
+            return cause, f"Ranked {rank} by the heuristic and left out of the block: {params['why']}."
+        if reason.code == "past_limit":
+            return (
+                PAST_LIMIT,
+                f"Ranked {_ordinal(params['rank'])} by the heuristic: past the limit of {params['limit']}.",
+            )
+        if reason.code == "past_candidates":
             return PAST_CANDIDATES, (
-                f"Not scored: only the best {match['n']} candidates above the floor go to the heuristic "
+                f"Not scored: only the best {params['n']} candidates above the floor go to the heuristic "
                 "and the selector (the profile's “candidates” knob)."
             )
-        if match := _MISSING_RE.match(reason):
-            words = [m["word"] for m in map(_MISSING_RE.match, reasons) if m]
+        if reason.code == "missing_required":
+            words = [r.params["word"] for r in reasons if r.code == "missing_required"]
             quoted = ", ".join(f"“{word}”" for word in words)
             return MISSING_WORD, f"It does not hold the required word{'s' if len(words) > 1 else ''} {quoted}."
-        if reason == "not picked by the selector":
+        if reason.code == "not_picked":
             return NOT_PICKED, "The selector did not pick it."
     return OTHER, ("; ".join(reasons) or "Not selected") + "."
 
 
-def _picked_elsewhere(reasons: list[str]) -> bool:
+def _picked_elsewhere(reasons: list[Reason]) -> bool:
     """The final decision was not the heuristic's (the selector answered): its reasons say why."""
-    return any(reason == "not picked by the selector" or _SELECTOR_PICK_RE.match(reason) for reason in reasons)
+    return any(reason.code in ("not_picked", "selector_pick") for reason in reasons)
 
 
 def _heuristic_disagrees(candidate: dict, run: dict) -> str:
@@ -263,8 +273,8 @@ def _heuristic_disagrees(candidate: dict, run: dict) -> str:
     heuristic = candidate.get("heuristic") or {}
     if run.get("mode") != "selector" or heuristic.get("decision") != RECALLED:
         return ""
-    rank = next((m["rank"] for m in map(_HEURISTIC_RANK_RE.match, heuristic.get("reasons") or []) if m), None)
-    return f" The heuristic would have recalled it{f' ({_ordinal(int(rank))})' if rank else ''}."
+    rank = next((r.params["rank"] for r in reasons_of(heuristic) if r.code == "heuristic_rank"), None)
+    return f" The heuristic would have recalled it{f' ({_ordinal(rank)})' if rank else ''}."
 
 
 def _answered(run: dict) -> bool:

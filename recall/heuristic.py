@@ -12,7 +12,7 @@ decisions. Each candidate that cleared the relevance floor scores
     + text    × the share of the query's terms its text holds, weighted by rarity (BM25's coverage)
 
 with the weights of the recall profile (exact > substring > tags > text; docs/architecture.md
-"Read path: recall", step 2), and the reasons list every signal that counted.
+"Read path: recall", step 2), and the reasons list every signal that counted (memoryui.reasons).
 
 Query syntax, for the playground and the API: `select:<id>,<id>` picks memories directly;
 `+word` (or `+"two words"`) must occur in a memory's text, key or tags, and is searched too.
@@ -25,6 +25,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from memoryui.reasons import Reason
 from recall import asks
 from searchindex.tokens import tokenize
 
@@ -105,7 +106,7 @@ class Scored:
 
     id: str
     score: float
-    signals: list[str] = field(default_factory=list)
+    signals: list[Reason] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # required words it does not hold
     # The retrieval and text-coverage parts of the score, without the key, whole-query and tag
     # bonuses: what the block's size compares (recall.block). The bonuses order the candidates, but
@@ -148,7 +149,7 @@ def score(
     """
     result = Scored(id=candidate_id, score=weights.retrieval * fused_share, evidence=weights.retrieval * fused_share)
     if weights.retrieval:
-        result.signals.append(f"retrieval {fused_share:.2f}")
+        result.signals.append(Reason("retrieval", share=fused_share))
     whole, terms = query.whole, query.terms
     key = normalize(fields.entity_key or "")
     key_forms = {key, key.split(":", 1)[1]} if ":" in key else {key}
@@ -156,25 +157,25 @@ def score(
     exact = next((form for form in sorted(key_forms - {""}) if form == whole or form in terms), None)
     if exact is not None:
         result.score += weights.exact
-        result.signals.append(f"exact key match '{fields.entity_key}'")
+        result.signals.append(Reason("exact_key", key=fields.entity_key))
     else:
         name = next((name for name in sorted(names) if name == whole or name in terms), None)
         if name is not None:
             result.score += weights.exact
-            result.signals.append(f"exact name match '{name}'")
+            result.signals.append(Reason("exact_name", name=name))
     text = normalize(fields.text)
     if len(whole) >= 3 and (whole in text or (key and whole in key)):
         result.score += weights.substring
-        result.signals.append("query found in text" if whole in text else "query found in key")
+        result.signals.append(Reason("query_in_text") if whole in text else Reason("query_in_key"))
     tags = {normalize(tag) for tag in fields.tags}
     tag = next((tag for tag in sorted(tags) if tag in terms or tag == whole), None)
     if tag is not None:
         result.score += weights.tags
-        result.signals.append(f"tag '{tag}'")
+        result.signals.append(Reason("tag", tag=tag))
     if coverage:
         result.score += weights.text * coverage
         result.evidence += weights.text * coverage
-        result.signals.append(f"text covers {coverage:.0%} of the query")
+        result.signals.append(Reason("text_coverage", coverage=coverage))
     _weigh_answer_type(result, fields, query.asks, weights.answer_type)
     result.missing = missing_required(fields, required)
     return result
@@ -190,4 +191,4 @@ def _weigh_answer_type(result: Scored, fields: Fields, asked: tuple[str, ...], s
         if not asks.holds(text, kind):
             result.score *= share
             result.evidence *= share
-            result.signals.append(f"asked for a {kind}, holds none (× {share:g})")
+            result.signals.append(Reason("answer_type_missing", kind=kind, share=share))

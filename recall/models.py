@@ -138,7 +138,7 @@ class RecallTrace(models.Model):
             "profile_name": result.profile,
             "knobs": result.settings.to_dict(),
             "mode": result.mode,
-            "fallback_reason": result.fallback_reason or "",
+            "fallback_reason": str(result.fallback_reason or ""),
             "selected_ids": [rc.id for rc in result.selected],
             "result": result.to_dict(),
         }

@@ -12,6 +12,18 @@
 Every candidate carries both decisions and their reasons, so a trace (recall.models) can show
 why a memory was or was not recalled. `recall()` changes nothing; `record_recall()` bumps the
 access counts of what an agent was actually given.
+
+A reason is a code with its parameters (memoryui.reasons), shown as its words. The recall's JSON
+(`RecallResult.to_dict`) lists the words, as it always has; its full form (a trace, the API's
+`explain`) also stores each reason's code, beside the words and in the same order:
+
+    candidate   reasons → reason_codes, label_reasons → label_reason_codes, signals → signal_codes,
+                heuristic and selector: {"decision", "reasons", "reason_codes"}
+    recall      fallback_reason → fallback_reason_code, answer: {"answered", "reason", "signals",
+                "reason_code"}
+
+each code `{"code": <code>, **params}`. A trace saved before reasons had codes holds the words only;
+recall.explain reads them back (memoryui.reasons.restore).
 """
 
 from __future__ import annotations
@@ -19,13 +31,15 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.utils import timezone
 
 from memoryui.models import Memory
-from memoryui.reports import Report
+from memoryui.reasons import Reason, codes_of
+from memoryui.reports import rounded
 from recall import block, heuristic, selector, toolfilter
 from recall.knobs import RecallSettings
 from searchindex.answerability import Answer
@@ -45,9 +59,16 @@ BLOCK_HEADING = "Recalled memories, for this turn only (not part of the conversa
 
 
 @dataclass
-class Decision(Report):
+class Decision:
     decision: str
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "decision": self.decision,
+            "reasons": _texts(self.reasons),
+            "reason_codes": codes_of(self.reasons),
+        }
 
 
 @dataclass
@@ -68,16 +89,21 @@ class RecallCandidate:
 
     def to_dict(self, now: datetime) -> dict:
         data = self.found.to_dict()
+        label_reasons = self.found.candidate.reasons  # the answerability label's; `reasons` are the decision's
+        data.pop("reasons")
         data.update(
             age=age(self.found.memory.created_at, now),
-            label_reasons=data.pop("reasons"),  # the answerability label's; `reasons` are the decision's
+            label_reasons=_texts(label_reasons),
+            label_reason_codes=codes_of(label_reasons),
             fused_score=data.pop("score"),
             score=round(self.score, 4),
-            signals=list(self.signals),
+            signals=_texts(self.signals),
+            signal_codes=codes_of(self.signals),
             heuristic=self.heuristic.to_dict(),
             selector=self.selector.to_dict() if self.selector else None,
             decision=self.final.decision,
-            reasons=list(self.final.reasons),
+            reasons=_texts(self.final.reasons),
+            reason_codes=codes_of(self.final.reasons),
             block=self.placement.to_dict() if self.placement else None,
         )
         return data
@@ -93,7 +119,7 @@ class RecallResult:
     profile: str = "default"
     search_text: str = ""
     mode: str = "heuristic"  # selector | heuristic | select (the query picked memories by id)
-    fallback_reason: str | None = None
+    fallback_reason: Reason | None = None
     selected: list[RecallCandidate] = field(default_factory=list)
     candidates: list[RecallCandidate] = field(default_factory=list)  # every candidate, fused order
     block: str = ""
@@ -112,7 +138,7 @@ class RecallResult:
             {
                 "id": c.id,
                 "decision": c.final.decision,
-                "reasons": list(c.final.reasons),
+                "reasons": _texts(c.final.reasons),
                 "score": round(c.score, 4),
                 "fused_score": round(c.found.candidate.score, 6),
                 "vector_rank": c.found.candidate.vector_rank,
@@ -137,15 +163,20 @@ class RecallResult:
         """The recall as JSON. `full=False` (an agent's call) keeps the candidates that cleared the
         floor and the best near misses, each with its decision, reasons, score and ranks."""
         now = self.created_at
-        return {
+        answer = self.answer.to_dict() if self.answer else None
+        if answer is not None:
+            answer["reason"] = str(self.answer.reason)
+            if full:
+                answer["reason_code"] = codes_of([self.answer.reason])[0]
+        data = {
             "query": self.query,
             "scope": self.scope,
             "tools": self.tools,
             "limit": self.limit,
             "profile": self.profile,
             "mode": self.mode,
-            "fallback_reason": self.fallback_reason,
-            "answer": self.answer.to_dict() if self.answer else None,
+            "fallback_reason": str(self.fallback_reason) if self.fallback_reason is not None else None,
+            "answer": answer,
             "selected": [
                 {
                     "id": c.id,
@@ -161,12 +192,18 @@ class RecallResult:
             "block": self.block,
             "notices": self.notices,
             "degraded": self.degraded,
-            "selector": {"answer": self.selector_answer, "elapsed_ms": _round(self.selector_ms)},
+            "selector": {"answer": self.selector_answer, "elapsed_ms": rounded(self.selector_ms, 2)},
             "timings_ms": {stage: round(ms, 2) for stage, ms in self.timings_ms.items()},
         }
+        if full:
+            fallback = self.fallback_reason
+            data["fallback_reason_code"] = codes_of([fallback])[0] if fallback is not None else None
+        return data
 
 
-COMPACT_FIELDS = ("id", "decision", "reasons", "score", "fused_score", "vector_rank", "bm25_rank", "block")
+def _texts(reasons: Iterable[str]) -> list[str]:
+    """Reasons as the words the API, the pages and the command line show."""
+    return [str(reason) for reason in reasons]
 
 
 def age(when: datetime | None, now: datetime) -> str:
@@ -178,10 +215,6 @@ def age(when: datetime | None, now: datetime) -> str:
         if seconds >= size * (2 if unit in ("y", "mo") else 1):
             return f"{int(seconds // size)}{unit}"
     return "<1m"
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
 
 
 # --- the pipeline ---------------------------------------------------------------------------------
@@ -206,6 +239,8 @@ def recall(
     """
     started = time.perf_counter()
     settings = settings or RecallSettings.from_dict(active_defaults())
+    # Cleaned here, before search sees it: `select:` and `+word` are read from the cleaned text, a
+    # `select:` recall never searches, and a query that cannot run is refused whatever its syntax.
     text, notices = clean_query(query)
     parsed = heuristic.parse_query(text)
     limit, clamped = clamp_limit(limit if limit is not None else settings.retrieval.limit)
@@ -232,7 +267,7 @@ def recall(
         raise SearchError("q", "select: names no memory: write select:<id>,<id>.")
     elif not has_words(parsed.text):
         # As search answers it: nothing found, and why (searchindex.search.NO_WORDS), not a 400.
-        result.answer = Answer(False, NO_WORDS)
+        result.answer = Answer(False, Reason("no_words"))
         result.notices.append(f"nothing recalled: {NO_WORDS}")
     else:
         _run(result, parsed, selector_config)
@@ -251,7 +286,7 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
         now=result.created_at,
         extra_fields=("metadata",),
     )
-    result.notices += [notice for notice in found.notices if not notice.startswith("limit ")]
+    result.notices += found.notices  # asked for LIMIT_MAX, search clamps no limit: its notices are recall's
     result.degraded = found.degraded
     result.answer = found.answer
     result.timings_ms.update(found.timings_ms)
@@ -268,11 +303,11 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
     for f in found.candidates:
         rc = RecallCandidate(found=f, heuristic=Decision("not_selected"), final=Decision("not_selected"))
         if not f.candidate.passes_floor:
-            rc.heuristic = Decision("below_floor", [f"below floor: {why}" for why in f.candidate.reasons])
+            rc.heuristic = Decision("below_floor", [Reason("floored", why=why) for why in f.candidate.reasons])
         elif not answered:
-            rc.heuristic = Decision("below_floor", [f"query not answered: {found.answer.reason}"])
+            rc.heuristic = Decision("below_floor", [Reason("query_not_answered", why=found.answer.reason)])
         elif f in beyond:
-            rc.heuristic = Decision("not_selected", [f"past the first {settings.candidates} candidates"])
+            rc.heuristic = Decision("not_selected", [Reason("past_candidates", n=settings.candidates)])
         by_id[rc.id] = rc
     result.candidates = list(by_id.values())
 
@@ -283,7 +318,7 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
         rc = by_id[scored.id]
         rc.score, rc.signals = scored.score, scored.signals
         if scored.missing:
-            rc.heuristic = Decision("not_selected", [f"missing required '{word}'" for word in scored.missing])
+            rc.heuristic = Decision("not_selected", [Reason("missing_required", word=word) for word in scored.missing])
         elif ranked.filtered:
             rc.heuristic = Decision("filtered", [ranked.filtered])
         else:
@@ -295,9 +330,9 @@ def _run(result: RecallResult, parsed: heuristic.ParsedQuery, selector_config) -
         rc.placement = placement
         if placement.kept:
             heuristic_picks.append(placement.id)
-            rc.heuristic = Decision("selected", [f"heuristic rank {place}", placement.reason, *rc.signals])
+            rc.heuristic = Decision("selected", [Reason("heuristic_rank", rank=place), placement.reason, *rc.signals])
         else:
-            rc.heuristic = Decision("not_selected", [f"heuristic rank {place}: {placement.reason}"])
+            rc.heuristic = Decision("not_selected", [Reason("block_left_out", rank=place, why=placement.reason)])
     result.timings_ms["heuristic"] = (time.perf_counter() - heuristic_started) * 1000
 
     selector_picks = _selector_picks(result, pending, considered, by_id, filtered) if pending else None
@@ -317,7 +352,7 @@ class Ranked:
     """One candidate as the heuristic ranked it: its score and signals, and the active-tool filter's word."""
 
     scored: heuristic.Scored
-    filtered: str = ""  # why the active-tool filter keeps it out, when it does
+    filtered: Reason | None = None  # why the active-tool filter keeps it out, when it does
 
 
 def heuristic_ranking(
@@ -343,7 +378,7 @@ def heuristic_ranking(
         )
         if not decision.suppressed and decision.reason:
             scored.signals.append(decision.reason)
-        ranking.append(Ranked(scored, decision.reason if decision.suppressed else ""))
+        ranking.append(Ranked(scored, decision.reason if decision.suppressed else None))
     ranking.sort(key=lambda ranked: -ranked.scored.score)  # stable: ties keep the fused order
     return ranking
 
@@ -381,16 +416,16 @@ def _start_selector(result: RecallResult, considered: list[Found], selector_conf
     """Send the candidates' headers to the model selector, or say (fallback_reason) why not."""
     settings = result.settings
     if not settings.selector:
-        result.fallback_reason = "selector off in this profile"
+        result.fallback_reason = Reason("selector_off")
         return None
     config = selector.SelectorConfig.from_settings(settings.selector_timeout_ms)
     if selector_config is not CONFIGURED:
         config = selector_config
     if config is None:
-        result.fallback_reason = "selector not configured (no MEMORYUI_LLM_BASE_URL and MEMORYUI_LLM_MODEL)"
+        result.fallback_reason = Reason("selector_not_configured")
         return None
     if not considered:
-        result.fallback_reason = "nothing for the selector to choose from: the query is not answered"
+        result.fallback_reason = Reason("selector_nothing_offered")
         return None
     headers = [
         selector.Header(
@@ -405,7 +440,7 @@ def _start_selector(result: RecallResult, considered: list[Found], selector_conf
     try:
         return selector.start(result.search_text, headers, result.tools, result.limit, config)
     except Exception as exc:  # a client that cannot even be built (a malformed base URL): fall back, say why
-        result.fallback_reason = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+        result.fallback_reason = Reason("selector_error", message=f"{type(exc).__name__}: {str(exc)[:200]}")
         return None
 
 
@@ -427,13 +462,14 @@ def _selector_picks(result, pending, considered, by_id, filtered) -> list[str] |
     picks = []
     for f in considered:
         rc = by_id[str(f.memory.pk)]
-        rc.selector = Decision("not_selected", ["not picked by the selector"])
+        rc.selector = Decision("not_selected", [Reason("not_picked")])
     for position, pk in enumerate(answer.ids, 1):
         rc = by_id[pk]
-        why = [f"selector pick {position}"] + ([answer.reasons[pk]] if answer.reasons.get(pk) else [])
+        said = [Reason("free_text", text=answer.reasons[pk])] if answer.reasons.get(pk) else []
+        why = [Reason("selector_pick", rank=position), *said]
         if pk in filtered:
             rc.selector = Decision("filtered", [filtered[pk], *why])
-        elif rc.heuristic.reasons and rc.heuristic.reasons[0].startswith("missing required"):
+        elif rc.heuristic.reasons and rc.heuristic.reasons[0].code == "missing_required":
             rc.selector = Decision("not_selected", [*rc.heuristic.reasons, *why])
         else:
             rc.selector = Decision("selected", why)
@@ -460,7 +496,7 @@ def _pick_directly(result: RecallResult, parsed: heuristic.ParsedQuery) -> None:
             result.notices.append(f"select: {pk} is past the limit of {result.limit}")
             continue
         found = Found(memory, _direct_candidate(pk))
-        picked = Decision("selected", ["picked by select:"])
+        picked = Decision("selected", [Reason("picked_by_select")])
         rc = RecallCandidate(found=found, heuristic=picked, final=picked, score=1.0)
         result.selected.append(rc)
         result.candidates.append(rc)
@@ -471,7 +507,7 @@ def _pick_directly(result: RecallResult, parsed: heuristic.ParsedQuery) -> None:
 def _direct_candidate(pk: str) -> Candidate:
     return Candidate(
         id=pk, vector_rank=None, vector_score=None, bm25_rank=None, bm25_score=None, bm25_coverage=None,
-        contributions={}, fused=0.0, adjustments={}, score=0.0, label="strong", reasons=("picked by select:",),
+        contributions={}, fused=0.0, adjustments={}, score=0.0, label="strong", reasons=(Reason("picked_by_select"),),
     )  # fmt: skip
 
 

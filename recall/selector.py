@@ -30,6 +30,7 @@ from django.conf import settings
 
 from memoryui import llm
 from memoryui.llm import LLMEndpoint
+from memoryui.reasons import Reason
 from memoryui.reports import Report
 
 FIRST_LINE_CHARS = 160
@@ -101,7 +102,15 @@ class Selection:
 class SelectorFailed(Exception):
     """The selector gave no usable answer; `code` is one of CODES, the message says why."""
 
-    CODES = ("not_configured", "disabled", "error", "timeout", "invalid_json", "invalid_answer")
+    # Each code with the code of its reason (memoryui.reasons).
+    REASONS = {
+        "not_configured": "selector_no_endpoint",
+        "error": "selector_error",
+        "timeout": "selector_timeout",
+        "invalid_json": "selector_invalid_json",
+        "invalid_answer": "selector_invalid_answer",
+    }
+    CODES = tuple(REASONS)
 
     def __init__(self, code: str, message: str, *, raw: str = "", elapsed_ms: float | None = None):
         assert code in self.CODES, code
@@ -109,9 +118,9 @@ class SelectorFailed(Exception):
         super().__init__(message)
 
     @property
-    def reason(self) -> str:
+    def reason(self) -> Reason:
         """One line for a trace: "timeout: no answer within 2500 ms"."""
-        return f"{self.code.replace('_', ' ')}: {self}"
+        return Reason(self.REASONS[self.code], message=str(self))
 
 
 class SelectorConfig(LLMEndpoint):

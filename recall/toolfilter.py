@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from memoryui.reasons import Reason
+
 MAX_RECENT_TOOLS = 20
 
 # Markers are matched in NFKC + case-folded text. English ones match at word starts and tolerate a
@@ -106,7 +108,7 @@ class ToolFilterDecision:
     alias: str | None = None  # the alias found in the memory
     schema_marker: str | None = None
     durable_marker: str | None = None
-    reason: str = ""
+    reason: str = ""  # a Reason (memoryui.reasons) when the memory names a recent tool
 
 
 def _normalize(text: str) -> str:
@@ -202,9 +204,7 @@ def active_tool_decision(
     durable = _first_marker(normalized, DEFAULT_DURABLE_MARKERS if durable_markers is None else durable_markers)
     found = {"tool": tool, "alias": alias, "schema_marker": schema, "durable_marker": durable}
     if schema is None:
-        return ToolFilterDecision(suppressed=False, reason=f"names active tool {tool}, no schema marker", **found)
+        return ToolFilterDecision(suppressed=False, reason=Reason("names_active_tool", tool=tool), **found)
     if durable is not None:
-        return ToolFilterDecision(
-            suppressed=False, reason=f"kept: durable marker '{durable}' (active tool {tool})", **found
-        )
-    return ToolFilterDecision(suppressed=True, reason=f"active tool {tool} + marker '{schema}'", **found)
+        return ToolFilterDecision(suppressed=False, reason=Reason("durable_marker", marker=durable, tool=tool), **found)
+    return ToolFilterDecision(suppressed=True, reason=Reason("active_tool_schema", tool=tool, marker=schema), **found)

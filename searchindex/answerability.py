@@ -1,7 +1,8 @@
 """Answerability: whether a query is answered at all, and how far each result can be trusted.
 
 Ranking (searchindex.fusion) orders the candidates; this module decides, apart from it, whether the
-store answers the query. Every candidate gets a label with its reasons, from two signals:
+store answers the query. Every candidate gets a label with its reasons (codes with their parameters,
+memoryui.reasons), from two signals:
 
 - its *margin*: vector similarity minus the query's similarity to unrelated everyday text in
   the memory's own script (the anchor, searchindex.anchors.ANCHORS);
@@ -34,7 +35,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from memoryui.reports import Report
+from memoryui.reasons import Reason
+from memoryui.reports import Report, rounded
 from searchindex.fusion import Candidate, RetrievalSettings
 
 STRONG, WEAK, BELOW = "strong", "weak", "below_floor"
@@ -45,45 +47,44 @@ class Answer(Report):
     """The decision for one query: answered or not, why, and the signals it read."""
 
     answered: bool
-    reason: str
+    reason: str  # a Reason (memoryui.reasons)
     signals: dict[str, float | int | str | None] = field(default_factory=dict)
 
 
-def label(candidate: Candidate, settings: RetrievalSettings, *, refused: str | None = None) -> tuple[str, list[str]]:
+def label(candidate: Candidate, settings: RetrievalSettings, *, refused: str | None = None) -> tuple[str, list[Reason]]:
     """A candidate's label and the reasons for it."""
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     margin = candidate.margin
     if margin is not None and refused:
-        reasons.append(f"vector similarity not counted: {refused}")
+        reasons.append(Reason("vector_not_counted", refused=refused))
         margin = None
     elif margin is not None and candidate.vector_score is None:
-        reasons.append(f"vector {margin:+.3f} over the anchor (outside the top k, read from its stored vector)")
+        reasons.append(Reason("vector_margin_checked", margin=margin))
     elif margin is not None:
-        reasons.append(f"vector {margin:+.3f} over the anchor")
+        reasons.append(Reason("vector_margin", margin=margin))
     else:
-        reasons.append("no vector match")
+        reasons.append(Reason("no_vector_match"))
     coverage = candidate.bm25_coverage
     if coverage is not None:
-        reasons.append(f"BM25 covers {coverage:.0%} of the query")
+        reasons.append(Reason("bm25_coverage", coverage=coverage))
     else:
-        reasons.append("no BM25 match")
+        reasons.append(Reason("no_bm25_match"))
     m = -math.inf if margin is None else margin
     c = 0.0 if coverage is None else coverage
     if strong_evidence(m, c, settings):
         if m >= settings.strong_margin:
-            reasons.append(f"strong: margin ≥ {settings.strong_margin:+.3f}")
+            reasons.append(Reason("strong_margin", strong_margin=settings.strong_margin))
         elif c >= settings.strong_coverage:
-            reasons.append(f"strong: coverage ≥ {settings.strong_coverage:.0%}")
+            reasons.append(Reason("strong_coverage", strong_coverage=settings.strong_coverage))
         else:
             reasons.append(
-                f"strong: both retrievers agree (margin ≥ {settings.agree_margin:+.3f} "
-                f"and coverage ≥ {settings.agree_coverage:.0%})"
+                Reason("strong_agreement", agree_margin=settings.agree_margin, agree_coverage=settings.agree_coverage)
             )
         return STRONG, reasons
     if m >= settings.weak_margin or c >= settings.weak_coverage:
-        reasons.append(f"weak: margin < {settings.strong_margin:+.3f} and coverage < {settings.strong_coverage:.0%}")
+        reasons.append(Reason("weak", strong_margin=settings.strong_margin, strong_coverage=settings.strong_coverage))
         return WEAK, reasons
-    reasons.append(f"below floor: margin < {settings.weak_margin:+.3f} and coverage < {settings.weak_coverage:.0%}")
+    reasons.append(Reason("below_floor", weak_margin=settings.weak_margin, weak_coverage=settings.weak_coverage))
     return BELOW, reasons
 
 
@@ -115,17 +116,14 @@ def decide(labelled: Iterable[Candidate]) -> Answer:
     signals = {
         "strong": len(strong),
         "weak": sum(c.label == WEAK for c in labelled),
-        "best_margin": _round(max((c.margin for c in labelled if c.margin is not None), default=None)),
-        "best_coverage": _round(max((c.bm25_coverage or 0.0 for c in labelled), default=None)),
+        "best_margin": rounded(max((c.margin for c in labelled if c.margin is not None), default=None)),
+        "best_coverage": rounded(max((c.bm25_coverage or 0.0 for c in labelled), default=None)),
     }
     if strong:
-        return Answer(True, f"{len(strong)} strong match{'es' if len(strong) > 1 else ''}", signals)
+        why = Reason("strong_matches", n=len(strong)) if len(strong) > 1 else Reason("one_strong_match")
+        return Answer(True, why, signals)
     if not labelled:
-        return Answer(False, "no candidate in either index", signals)
+        return Answer(False, Reason("no_candidates"), signals)
     weak = signals["weak"]
-    why = f"no strong match ({weak} weak)" if weak else "no candidate clears the floor"
+    why = Reason("no_strong_match", weak=weak) if weak else Reason("none_clears_floor")
     return Answer(False, why, signals)
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)

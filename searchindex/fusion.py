@@ -410,12 +410,6 @@ def fuse(
     return candidates
 
 
-def top_matches(candidates: Iterable[Candidate], limit: int | None) -> list[Candidate]:
-    """The best candidates that passed the floor, at most `limit` (clamped to 1..20)."""
-    limit, _ = clamp_limit(limit)
-    return [c for c in candidates if c.passes_floor][:limit]
-
-
 def _best_hits(hits: Iterable[Hit]) -> dict[str, Hit]:
     best: dict[str, Hit] = {}
     for hit in hits:
@@ -465,5 +459,4 @@ __all__ = [
     "fuse",
     "rrf",
     "rrf_contributions",
-    "top_matches",
 ]

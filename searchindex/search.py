@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from memoryui import untrusted
 from memoryui.models import Memory
+from memoryui.reports import rounded
 from searchindex.anchors import anchor_similarities, script_of
 from searchindex.answerability import Answer, judge
 from searchindex.defaults import active_defaults
@@ -95,12 +96,12 @@ class Found:
             "label": candidate.label,
             "reasons": list(candidate.reasons),
             "vector_rank": candidate.vector_rank,
-            "vector_similarity": _round(candidate.vector_score),
-            "vector_anchor": _round(candidate.anchor),
-            "vector_margin": _round(candidate.margin),
+            "vector_similarity": rounded(candidate.vector_score),
+            "vector_anchor": rounded(candidate.anchor),
+            "vector_margin": rounded(candidate.margin),
             "bm25_rank": candidate.bm25_rank,
-            "bm25_score": _round(candidate.bm25_score),
-            "bm25_coverage": _round(candidate.bm25_coverage),
+            "bm25_score": rounded(candidate.bm25_score),
+            "bm25_coverage": rounded(candidate.bm25_coverage),
             "fused": round(candidate.fused, 6),
             "contributions": {name: round(value, 6) for name, value in candidate.contributions.items()},
             "adjustments": {name: round(value, 6) for name, value in candidate.adjustments.items()},
@@ -202,15 +203,19 @@ def search(
 ) -> SearchResult:
     """Search active memories of `scopes` (None: every scope) with one or both retrievers.
 
+    The query is checked here (`clean_query`): callers pass it as they got it and answer the
+    SearchError, which names the parameter at fault, in their own shape. `scopes=[]` searches
+    nothing: the query is checked, and the answer says there is no scope to search.
+
     With `floor` the answerability decision applies: `results` are the strong and weak
     candidates of an answered query (none when it is not answered). Without it `results` are
     the first `limit` of the ranking, labelled all the same. `extra_fields` are loaded with the
     rows besides RESULT_FIELDS (recall reads `metadata`).
     """
+    text, notices = clean_query(query)
     if retriever not in RETRIEVERS:
         raise SearchError("retriever", f"unknown retriever {retriever!r}; use one of {', '.join(RETRIEVERS)}")
     settings = settings or RetrievalSettings.from_dict(active_defaults())
-    text, notices = clean_query(query)
     if limit is None:
         limit = settings.limit
     limit, clamped = clamp_limit(limit)
@@ -382,7 +387,3 @@ class _timed:
 
     def __exit__(self, *exc):
         self.timings[self.stage] = self.timings.get(self.stage, 0.0) + (time.perf_counter() - self.started) * 1000
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)

@@ -23,6 +23,18 @@ from searchindex import indexes as search_indexes
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.chroma_server import ChromaServer
 
+# --- spreading the suite over cores (pytest-xdist, Makefile's `--dist loadgroup`) -------------------
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test file's tests run on one worker, so its module-scoped servers start once; and the tests
+    that start whole stacks of processes (tests/integration: `make run`, workers, brokers) run one
+    after another, on one worker, so no two stacks fight over the cores and time out."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group("integration" if path.startswith("tests/integration/") else path))
+
 
 @pytest.fixture
 def alice(django_user_model):

@@ -103,7 +103,12 @@ def test_an_upward_import_fails_the_layers_contract_and_is_named(code_copy, tmp_
 
 @pytest.mark.parametrize(
     ("module", "line"),
-    [("ingest/transcripts.py", "from ingest import extraction"), ("ingest/writing.py", "from ingest import tasks")],
+    [
+        ("ingest/transcripts.py", "from ingest import extraction"),
+        ("ingest/writing.py", "from ingest import tasks"),
+        ("recall/block.py", "from recall import pipeline"),
+        ("recall/pipeline.py", "from recall import golden"),
+    ],
 )
 def test_an_upward_import_inside_an_app_fails_its_own_layers_contract(code_copy, tmp_path, module, line):
     [inside] = [c for c in LINTER["contracts"] if c.get("containers") == [module.split("/")[0]]]

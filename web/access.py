@@ -10,20 +10,15 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 
-from memoryui.roles import SAFE_METHODS, Role, has_role, role_of
+from memoryui.roles import SAFE_METHODS, Need, Refusal, Role, role_of, role_refusal
 from web import shortcuts
 
 
-def forbidden(request: HttpRequest, role: Role) -> HttpResponse:
-    """403 saying which role is needed: a state in the page's alerts for htmx, else a plain shortcuts."""
-    current = role_of(request.user)
-    held = f"{current.article} {current}" if current else "no role"
-    title = f"The {role} role is needed"
-    message = f"This needs the {role} role; you are {held}. Ask an admin to change your role."
-    if shortcuts.wants_fragment(request):
-        return shortcuts.alert(request, status=403, state="invalid", invalid=[message], invalid_title=title)
-    context = {"status": 403, "title": title, "message": message}
-    return shortcuts.render(request, "memoryui/error.html", context, status=403)
+def forbidden(request: HttpRequest, refused: Refusal) -> HttpResponse:
+    """403 in the words of the refusal (`roles.role_refusal`, as the API and MCP say it) and what to do:
+    a state in the page's alerts for htmx, else a plain page."""
+    message = f"{refused.message} Ask an admin to change your role."
+    return shortcuts.error_page(request, 403, f"The {refused.role} role is needed", message)
 
 
 def role_required(role: Role, *, unsafe_only: bool = False) -> Callable:
@@ -34,8 +29,11 @@ def role_required(role: Role, *, unsafe_only: bool = False) -> Callable:
         @shortcuts.login_required_htmx
         @wraps(view)
         def wrapper(request, *args, **kwargs):
-            if (not unsafe_only or request.method not in SAFE_METHODS) and not has_role(request.user, role):
-                return forbidden(request, role)
+            reads = request.method in SAFE_METHODS
+            if not (unsafe_only and reads):
+                refused = role_refusal(request.user, Need(role, writes=not reads))
+                if refused:
+                    return forbidden(request, refused)
             return view(request, *args, **kwargs)
 
         return wrapper

@@ -230,10 +230,6 @@ class ProfileForm(forms.ModelForm):
             self.fields["name"].disabled = True
 
     @property
-    def knob_fields(self):
-        return [self[name] for name in knob_names()]
-
-    @property
     def knob_groups(self) -> list[tuple[str, str, list]]:
         """(title, what it tunes, bound fields), every knob once: one the groups miss comes last."""
         names = set(knob_names())

@@ -5,6 +5,10 @@ expired: a 401 partial, never a redirect into the panel); unavailable (which bac
 status and the message, and a Retry). A panel's data is loaded inside `load`, so a failing
 backend degrades that panel and never the page.
 
+A view ends in one of a few ways, each one function here: the page or its partial (`page`), on to
+another page with a message (`go`), refused with nothing changed (`refuse`, `error_page`), or a
+backend unavailable, with a Retry (`unavailable`).
+
 Views import the module (`from web import shortcuts`) and call `shortcuts.render(...)`, `shortcuts.actor(...)`:
 the short names stay clear of their local variables.
 """
@@ -30,7 +34,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
-from django_htmx.http import reswap, retarget
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from memoryui import rules
 from memoryui.models import Memory
@@ -63,6 +67,12 @@ def render(request: HttpRequest, template: str, context: dict, status: int = 200
     # The page and its fragment share a URL: caches must keep them apart.
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def page(request: HttpRequest, template: str, partial: str, context: dict, status: int = 200) -> HttpResponse:
+    """The full page, or for htmx its partial (the part of the page that the request updates), from
+    the same context."""
+    return render(request, partial if wants_fragment(request) else template, context, status=status)
 
 
 def with_state(request: HttpRequest, response: HttpResponse, state: str) -> HttpResponse:
@@ -131,6 +141,61 @@ def alert(request: HttpRequest, *, status: int, state: str, **panel) -> HttpResp
     return with_state(request, render(request, template, {"panel": panel}, status), state)
 
 
+def go(
+    request: HttpRequest,
+    url: str,
+    *,
+    success: str | Callable[[], str] | None = None,
+    error: str | None = None,
+    unavailable: Unavailable | None = None,
+) -> HttpResponse:
+    """Go to `url` after an action, saying there how it went: the backend that was `unavailable`,
+    else the `error`, else `success` (a function making it is called only then). A redirect, or for
+    htmx a client-side one: a full page load, which shows the messages."""
+    if unavailable:
+        messages.error(request, f"The {unavailable.backend} is unavailable: {unavailable.message}")
+    elif error:
+        messages.error(request, error)
+    elif success is not None:
+        messages.success(request, success() if callable(success) else success)
+    return HttpResponseClientRedirect(url) if wants_fragment(request) else redirect(url)
+
+
+def refuse(
+    request: HttpRequest, message: str, *, status: int = 400, title: str | None = None, back: str | None = None
+) -> HttpResponse:
+    """A request refused, nothing changed: the invalid state saying `message` (under `title`).
+
+    With a page to go `back` to, a plain request goes there and is told; for htmx the state goes
+    to the page's alerts, also when a GET asked (an Undo link). Without one, the state answers: into
+    the panel for a GET, into the page's alerts for an action.
+    """
+    if back is not None and not wants_fragment(request):
+        messages.error(request, message)
+        return redirect(back)
+    response = alert(request, status=status, state="invalid", invalid=[message], invalid_title=title)
+    if back is not None:
+        reswap(retarget(response, ALERTS), "innerHTML")
+    return response
+
+
+def error_page(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
+    """A request that cannot be served: a page saying so, or for htmx the invalid state."""
+    if wants_fragment(request):
+        return refuse(request, message, status=status, title=title)
+    context = {"status": status, "title": title, "message": message}
+    return render(request, "memoryui/error.html", context, status=status)
+
+
+def unavailable(
+    request: HttpRequest, down: Unavailable, *, target: str | None = None, note: str | None = None
+) -> HttpResponse:
+    """503: the `down` backend did not answer; a Retry of this request into `target` when given, and
+    what the action did not do (`note`) in place of the panel's words."""
+    retry_into = retry(request, target) if target else None
+    return alert(request, status=503, state="unavailable", unavailable=down, retry=retry_into, note=note)
+
+
 BROKER = "background worker's broker"
 
 
@@ -145,20 +210,9 @@ def broker_refused(request: HttpRequest, exc: Exception, *, what: str, back: str
     """The answer to an action whose task the broker refused: a 503 in the page's alerts (htmx),
     else the page it goes back to, saying so; the API answers the same refusal 503 (api.rest)."""
     if wants_fragment(request):
-        unavailable = Unavailable(backend=BROKER, status=0, message=f"{type(exc).__name__}: {exc}")
-        return alert(request, status=503, state="unavailable", unavailable=unavailable, note=not_queued(what))
-    messages.error(request, not_queued(what, exc))
-    return redirect(back)
-
-
-def flash(request: HttpRequest, unavailable: Unavailable | None, error: str | None, success: Callable) -> None:
-    """The outcome of a plain (non-htmx) POST, shown on the page it redirects to."""
-    if unavailable:
-        messages.error(request, f"The {unavailable.backend} is unavailable: {unavailable.message}")
-    elif error:
-        messages.error(request, error)
-    else:
-        messages.success(request, success())
+        down = Unavailable(backend=BROKER, status=0, message=f"{type(exc).__name__}: {exc}")
+        return unavailable(request, down, note=not_queued(what))
+    return go(request, back, error=not_queued(what, exc))
 
 
 def validation_message(exc: rules.MemoryValidationError) -> str:

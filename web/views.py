@@ -17,7 +17,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, Paginator
 from django.db.models import DateTimeField
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
 from django.template import loader
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
@@ -142,16 +142,9 @@ def index_action(request, action: str):
     except background.BrokerError as exc:
         return shortcuts.broker_refused(request, exc, what=f"The {action}", back=reverse("dashboard"))
     if not shortcuts.wants_fragment(request):
-        shortcuts.flash(request, unavailable, error, lambda: notice)
-        return redirect("dashboard")
+        return shortcuts.go(request, reverse("dashboard"), unavailable=unavailable, error=error, success=notice)
     if unavailable:
-        return shortcuts.alert(
-            request,
-            status=503,
-            state="unavailable",
-            unavailable=unavailable,
-            retry=shortcuts.retry(request, "#index-health"),
-        )
+        return shortcuts.unavailable(request, unavailable, target="#index-health")
     panel = _index_panel(request)
     panel["notice"], panel["notice_level"], panel["error"] = notice, outcome["level"], error
     return shortcuts.fragment(request, "memoryui/partials/index_health.html", panel)
@@ -333,18 +326,11 @@ def memory_bulk(request):
         def done():
             return shortcuts.with_undo(result.message, result.batch, list_url) if undo else result.message
 
-        shortcuts.flash(request, unavailable, error, done)
-        return redirect(list_url)
+        return shortcuts.go(request, list_url, unavailable=unavailable, error=error, success=done)
     if unavailable:
-        return shortcuts.alert(
-            request,
-            status=503,
-            state="unavailable",
-            unavailable=unavailable,
-            retry=shortcuts.retry(request, "#results"),
-        )
+        return shortcuts.unavailable(request, unavailable, target="#results")
     if error:
-        return shortcuts.alert(request, status=400, state="invalid", invalid=[error])
+        return shortcuts.refuse(request, error)
     results = _results_panel(request, MemoryListFilterSet(request.GET))
     results["notice"] = result.message
     results["notice_undo"] = undo
@@ -379,15 +365,18 @@ def memory_action(request, pk, action: str):
         error, error_status = f"Cannot {action}: {exc}", 409
     next_url = shortcuts.safe_next(request, reverse("memory_detail", args=[pk]))
     if not shortcuts.wants_fragment(request):
-        shortcuts.flash(request, unavailable, error, lambda: f"{ROW_ACTION_DONE[action]}: {memory.text[:80]}")
-        return redirect(next_url)
+        return shortcuts.go(
+            request,
+            next_url,
+            unavailable=unavailable,
+            error=error,
+            success=lambda: f"{ROW_ACTION_DONE[action]}: {memory.text[:80]}",
+        )
     if unavailable:
         target = f"#{request.htmx.target}" if request.htmx.target else shortcuts.ALERTS
-        return shortcuts.alert(
-            request, status=503, state="unavailable", unavailable=unavailable, retry=shortcuts.retry(request, target)
-        )
+        return shortcuts.unavailable(request, unavailable, target=target)
     if error:
-        return shortcuts.alert(request, status=error_status, state="invalid", invalid=[error])
+        return shortcuts.refuse(request, error, status=error_status)
     return shortcuts.render(request, "memoryui/partials/memory_row.html", {"memory": memory, "next_url": next_url})
 
 
@@ -560,13 +549,10 @@ def _is_api(request: HttpRequest) -> bool:
 
 def not_found(request, exception=None):
     if _is_api(request):
-        return JsonResponse(rest.error_body(404, "Not found."), status=404)
-    context = {"status": 404, "title": "Not found", "message": "There is nothing at this address."}
+        return JsonResponse(rest.error_body(404, rest.NOT_FOUND), status=404)
     if shortcuts.wants_fragment(request):
-        return shortcuts.alert(
-            request, status=404, state="invalid", invalid=["Not found: this memory or page does not exist."]
-        )
-    return render(request, "memoryui/error.html", context, status=404)
+        return shortcuts.refuse(request, "Not found: this memory or page does not exist.", status=404)
+    return shortcuts.error_page(request, 404, "Not found", "There is nothing at this address.")
 
 
 def bad_request(request, exception=None):
@@ -581,7 +567,7 @@ def bad_request(request, exception=None):
         body = rest.too_large_body() if status == 413 else rest.error_body(status, message, {"body": [message]})
         return JsonResponse(body, status=status)
     if shortcuts.wants_fragment(request):
-        return shortcuts.alert(request, status=status, state="invalid", invalid=[message], invalid_title=title)
+        return shortcuts.refuse(request, message, status=status, title=title)
     # Rendered without the request, as server_error is: what made it unreadable may be in it (its host).
     context = {"status": status, "title": title, "message": message}
     return HttpResponse(loader.render_to_string("memoryui/error.html", context), status=status)
@@ -593,10 +579,7 @@ def csrf_failure(request, reason: str = ""):
     The usual cause is a page loaded before signing in again elsewhere (the token rotated).
     """
     message = "This page is out of date (its security token expired). Reload the page and try again."
-    if shortcuts.wants_fragment(request):
-        return shortcuts.alert(request, status=403, state="invalid", invalid=[message], invalid_title="Reload needed")
-    context = {"status": 403, "title": "Reload needed", "message": message}
-    return render(request, "memoryui/error.html", context, status=403)
+    return shortcuts.error_page(request, 403, "Reload needed", message)
 
 
 def server_error(request):

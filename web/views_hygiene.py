@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect, replace_url, reswap, retarget
+from django_htmx.http import replace_url
 
 from hygiene import cleanup, dedup, merging, undo
 from hygiene.tasks import CLEANUP, enqueue_cleanup_step, enqueue_dedup
@@ -34,21 +34,6 @@ LAST_MERGE = "last_merge"  # the session's last approved merge, undone from the 
 
 def quoted(text: str, length: int = 60) -> str:
     return f"“{excerpt(text, length)}”"
-
-
-def _done(request: HttpRequest, url: str) -> HttpResponse:
-    """Go to `url` after an action: a redirect, or for htmx a client-side one (a full page load)."""
-    return HttpResponseClientRedirect(url) if shortcuts.wants_fragment(request) else redirect(url)
-
-
-def _refused(request: HttpRequest, message: str, back: str, *, status: int = 400) -> HttpResponse:
-    """An action that changed nothing: said in the page's alerts (htmx), or on the page it goes back to."""
-    if shortcuts.wants_fragment(request):
-        response = shortcuts.alert(request, status=status, state="invalid", invalid=[message])
-        # A refused action says so in the page's alerts, also when it was asked by a GET (an Undo link).
-        return reswap(retarget(response, shortcuts.ALERTS), "innerHTML")
-    messages.error(request, message)
-    return redirect(back)
 
 
 def _scope_param(request: HttpRequest, source) -> tuple[str, str | None]:
@@ -88,8 +73,7 @@ def duplicates(request):
     scope, scope_error = _scope_param(request, request.GET)
     threshold, threshold_error = _threshold_param(request.GET)
     context = _duplicates_context(request, scope, threshold, error=scope_error or threshold_error)
-    template = "memoryui/partials/duplicates.html" if shortcuts.wants_fragment(request) else "memoryui/duplicates.html"
-    return shortcuts.render(request, template, context)
+    return shortcuts.page(request, "memoryui/duplicates.html", "memoryui/partials/duplicates.html", context)
 
 
 def _duplicates_context(request: HttpRequest, scope: str, threshold: float, *, error: str | None = None) -> dict:
@@ -184,13 +168,13 @@ def duplicates_merge(request):
     """Approve one proposed cluster: merge its members into the chosen canonical memory, once asked."""
     scope, threshold, back, error = _cluster_post(request)
     if error:
-        return _refused(request, f"Nothing merged: {error}", back)
+        return shortcuts.refuse(request, f"Nothing merged: {error}", back=back)
     members = request.POST.getlist("member")
     canonical = request.POST.get("canonical") or None
     try:
         plan = merging.plan(scope, members, canonical_id=canonical)
     except merging.DedupError as exc:
-        return _refused(request, f"Nothing merged: {exc}", back, status=409)
+        return shortcuts.refuse(request, f"Nothing merged: {exc}", status=409, back=back)
     kept = plan.canonical
     if shortcuts.needs_confirmation(request):
         n = len(plan.duplicates)
@@ -211,7 +195,7 @@ def duplicates_merge(request):
             scope, members, canonical_id=kept.pk, actor=shortcuts.actor(request), reason="approved merge"
         )
     except merging.DedupError as exc:
-        return _refused(request, f"Nothing merged: {exc}", back, status=409)
+        return shortcuts.refuse(request, f"Nothing merged: {exc}", status=409, back=back)
     merged = len(result.merged)
     request.session[LAST_MERGE] = {
         "scope": scope,
@@ -232,11 +216,11 @@ def duplicates_reject(request):
     """Not duplicates: these memories are never proposed together again (no memory changes)."""
     scope, threshold, back, error = _cluster_post(request)
     if error:
-        return _refused(request, f"Nothing marked: {error}", back)
+        return shortcuts.refuse(request, f"Nothing marked: {error}", back=back)
     try:
         pairs = merging.reject(scope, request.POST.getlist("member"), actor=shortcuts.actor(request))
     except (merging.DedupError, ValueError) as exc:
-        return _refused(request, f"Nothing marked: {exc}", back)
+        return shortcuts.refuse(request, f"Nothing marked: {exc}", back=back)
     messages.success(
         request, f"Marked as not duplicates ({count(pairs, 'pair')}); they will not be proposed together again."
     )
@@ -249,11 +233,11 @@ def duplicates_apply(request):
     """Merge every cluster at the given threshold, once asked, as a background task (one batch)."""
     scope, threshold, back, error = _cluster_post(request)
     if error:
-        return _refused(request, error, back)
+        return shortcuts.refuse(request, error, back=back)
     if shortcuts.needs_confirmation(request):
         report = dedup.find_clusters(scope, threshold=threshold)
         if not report.clusters:
-            return _refused(request, f"Nothing to merge: no clusters in {scope} at {threshold}.", back)
+            return shortcuts.refuse(request, f"Nothing to merge: no clusters in {scope} at {threshold}.", back=back)
         kept = [quoted(cluster.canonical.text, 40) for cluster in report.clusters[:3]]
         more = len(report.clusters) - len(kept)
         return shortcuts.confirmation(
@@ -273,8 +257,9 @@ def duplicates_apply(request):
             run = enqueue_dedup(scope, actor=shortcuts.actor(request), threshold=threshold)
     except BrokerError as exc:
         return shortcuts.broker_refused(request, exc, what=f"Merging the clusters of {scope}", back=back)
-    messages.success(request, f"Merging every cluster of {scope} at threshold {threshold}.")
-    return _done(request, run.get_absolute_url())
+    return shortcuts.go(
+        request, run.get_absolute_url(), success=f"Merging every cluster of {scope} at threshold {threshold}."
+    )
 
 
 # --- undo -------------------------------------------------------------------------------------
@@ -324,7 +309,7 @@ def batch_undo(request, batch):
         try:
             preview = undo.preview([batch], force=force)
         except undo.UndoError as exc:
-            return _refused(request, f"Not undone: {exc}", back, status=409)
+            return shortcuts.refuse(request, f"Not undone: {exc}", status=409, back=back)
         return shortcuts.confirmation(
             request,
             title="Undo these changes?",
@@ -335,12 +320,11 @@ def batch_undo(request, batch):
     try:
         report = undo.undo_batch(batch, actor=shortcuts.actor(request), force=force)
     except undo.UndoError as exc:
-        return _refused(request, f"Not undone: {exc}", back, status=409)
+        return shortcuts.refuse(request, f"Not undone: {exc}", status=409, back=back)
     last = request.session.get(LAST_MERGE)
     if last and last.get("batch") == str(batch):
         request.session.pop(LAST_MERGE)
-    messages.success(request, undone_message(report))
-    return _done(request, back)
+    return shortcuts.go(request, back, success=undone_message(report))
 
 
 # --- clean-up wizard --------------------------------------------------------------------------
@@ -398,8 +382,7 @@ def cleanup_wizard(request):
     and one batch), undo. `?preview=1` shows the current step's dry run."""
     scope, error = _scope_param(request, request.GET)
     context = _wizard_context(request, scope, error=error, preview=bool(request.GET.get("preview")))
-    template = "memoryui/partials/cleanup_steps.html" if shortcuts.wants_fragment(request) else "memoryui/cleanup.html"
-    return shortcuts.render(request, template, context)
+    return shortcuts.page(request, "memoryui/cleanup.html", "memoryui/partials/cleanup_steps.html", context)
 
 
 def _wizard_context(request: HttpRequest, scope: str, *, error: str | None = None, preview: bool = False) -> dict:
@@ -450,11 +433,13 @@ def cleanup_apply(request):
     scope, error = _scope_param(request, request.POST)
     back = _cleanup_url(scope)
     if error:
-        return _refused(request, error, back)
+        return shortcuts.refuse(request, error, back=back)
     session, steps, current = _step_states(scope)
     step = request.POST.get("step")
     if step != current:
-        return _refused(request, f"Step {step!r} is not the next one to apply (that is {current or 'none'}).", back)
+        return shortcuts.refuse(
+            request, f"Step {step!r} is not the next one to apply (that is {current or 'none'}).", back=back
+        )
     number = cleanup.STEPS.index(step) + 1
     if shortcuts.needs_confirmation(request):
         dry_run = cleanup.run_step(scope, step, dry_run=True, actor=shortcuts.actor(request))
@@ -498,13 +483,13 @@ def cleanup_undo(request):
     scope, error = _scope_param(request, request.POST)
     back = _cleanup_url(scope)
     if error:
-        return _refused(request, error, back)
+        return shortcuts.refuse(request, error, back=back)
     _, steps, _ = _step_states(scope)
     done = [s for s in reversed(steps) if s["batch"]]
     if request.POST.get("last") == "1":
         done = done[:1]
     if not done:
-        return _refused(request, "Nothing to undo: no step of this clean-up changed a memory.", back)
+        return shortcuts.refuse(request, "Nothing to undo: no step of this clean-up changed a memory.", back=back)
     batches = [s["batch"] for s in done]
     what = (
         f"step {done[0]['number']}"
@@ -515,7 +500,7 @@ def cleanup_undo(request):
         try:
             preview = undo.preview(batches)
         except undo.UndoError as exc:
-            return _refused(request, f"Not undone: {exc}", back, status=409)
+            return shortcuts.refuse(request, f"Not undone: {exc}", status=409, back=back)
         return shortcuts.confirmation(
             request,
             title=f"Undo {what}?",
@@ -526,6 +511,6 @@ def cleanup_undo(request):
     try:
         totals = undo.undo_batches(batches, actor=shortcuts.actor(request))
     except undo.UndoError as exc:
-        return _refused(request, f"Not undone: {exc}", back, status=409)
+        return shortcuts.refuse(request, f"Not undone: {exc}", status=409, back=back)
     messages.success(request, undone_message(totals, f"Undid {what.split(' (')[0]}"))
     return _wizard_answer(request, scope)

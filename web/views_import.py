@@ -15,11 +15,9 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
-from django_htmx.http import HttpResponseClientRedirect
 
 from ingest.memoryfiles import FormatError, detect
 from ingest.memoryfiles.importing import FileImportReport, import_files, import_files_in_background
@@ -45,9 +43,9 @@ def memory_import(request: HttpRequest) -> HttpResponse:
         else:
             # A plain page says 400; htmx swaps only a 2xx answer into the panel, so it gets the form as 200.
             status = 200 if shortcuts.wants_fragment(request) else 400
-    if shortcuts.wants_fragment(request):
-        return shortcuts.render(request, "memoryui/partials/import_panel.html", {"panel": panel}, status=status)
-    return shortcuts.render(request, "memoryui/memory_import.html", {"panel": panel}, status=status)
+    return shortcuts.page(
+        request, "memoryui/memory_import.html", "memoryui/partials/import_panel.html", {"panel": panel}, status
+    )
 
 
 def _preview(request: HttpRequest, form: MemoryImportForm) -> dict:
@@ -84,14 +82,16 @@ def _confirmed(request: HttpRequest) -> HttpResponse:
     pending = request.session.get(PENDING)
     page = reverse("memory_import")
     if not pending or pending.get("token") != request.POST.get("token"):
-        return _go(request, page, error="Nothing imported: this preview is no longer waiting. Upload the file again.")
+        return shortcuts.go(
+            request, page, error="Nothing imported: this preview is no longer waiting. Upload the file again."
+        )
     files = detect.read_upload(pending["name"], base64.b64decode(pending["data"]))
     options = {"format": pending["format"], "scope": pending["scope"], "dedup": pending["dedup"]}
     report, unavailable = shortcuts.load(
         lambda: import_files_in_background(files, actor=shortcuts.actor(request), **options)
     )
     if unavailable:
-        return _go(
+        return shortcuts.go(
             request, page, error=f"Nothing imported: the {unavailable.backend} is unavailable: {unavailable.message}"
         )
     del request.session[PENDING]
@@ -109,7 +109,7 @@ def _confirmed(request: HttpRequest) -> HttpResponse:
         messages.warning(
             request, f"{count(len(report.errors), 'problem')} not imported, e.g. {where}: {first['error']}"
         )
-    return _go(request, list_url)
+    return shortcuts.go(request, list_url)
 
 
 def _searchable(report: FileImportReport):
@@ -125,12 +125,6 @@ def _searchable(report: FileImportReport):
         memories(report.vector_pending),
         reverse("task_detail", args=[report.task]),
     )
-
-
-def _go(request: HttpRequest, url: str, *, error: str | None = None) -> HttpResponse:
-    if error:
-        messages.error(request, error)
-    return HttpResponseClientRedirect(url) if shortcuts.wants_fragment(request) else redirect(url)
 
 
 def _summary(report: FileImportReport, *, would: bool) -> str:

@@ -154,9 +154,7 @@ def trace_save(request: HttpRequest) -> HttpResponse:
     try:
         payload = signing.loads(request.POST.get("payload", ""), salt=TRACE_SALT)
     except signing.BadSignature:
-        return shortcuts.alert(
-            request, status=400, state="invalid", invalid=["This run cannot be saved: run the recall again."]
-        )
+        return shortcuts.refuse(request, "This run cannot be saved: run the recall again.")
     profile = RecallProfile.objects.filter(pk=payload.get("profile")).first()
     note = request.POST.get("note", "").strip()[:2000]
     trace = RecallTrace.create_from(

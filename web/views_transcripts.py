@@ -16,7 +16,6 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from api import throttling
 from api.transcripts import transcript_detail as detail_of
@@ -49,8 +48,7 @@ def transcript_list(request):
     status = 200
     if request.method == "POST":
         if form.is_valid() and (posted := _post(request, form)):
-            url = posted.report.transcript.get_absolute_url()
-            return HttpResponseClientRedirect(url) if shortcuts.wants_fragment(request) else redirect(url)
+            return shortcuts.go(request, posted.report.transcript.get_absolute_url())
         status = 400
         if shortcuts.wants_fragment(request):
             context = {"form": form, "example": TRANSCRIPT_EXAMPLE, "max_id_length": EXTERNAL_ID_MAX_LENGTH}
@@ -269,14 +267,13 @@ def task_list(request):
         runs = runs.filter(status=status)
     page = Paginator(runs, TRANSCRIPT_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"page": page, "status": status, "statuses": TaskRun.Status.values}
-    if shortcuts.wants_fragment(request):
-        return shortcuts.render(request, "memoryui/partials/task_rows.html", context)
-    context["schedule"] = {
-        "every_minutes": settings.MEMORYUI_DECAY_INTERVAL_MINUTES,
-        "last": TaskRun.objects.filter(kind=DECAY).first(),
-        "expired": decay.expired().count(),
-    }
-    return shortcuts.render(request, "memoryui/task_list.html", context)
+    if not shortcuts.wants_fragment(request):  # the rows alone do not show the schedule
+        context["schedule"] = {
+            "every_minutes": settings.MEMORYUI_DECAY_INTERVAL_MINUTES,
+            "last": TaskRun.objects.filter(kind=DECAY).first(),
+            "expired": decay.expired().count(),
+        }
+    return shortcuts.page(request, "memoryui/task_list.html", "memoryui/partials/task_rows.html", context)
 
 
 @access.editor_required
@@ -296,9 +293,7 @@ def task_decay_now(request):
 @require_GET
 def task_detail(request, pk):
     run = get_object_or_404(TaskRun, pk=pk)
-    if shortcuts.wants_fragment(request):
-        return shortcuts.render(request, "memoryui/partials/task_progress.html", {"run": run})
-    return shortcuts.render(request, "memoryui/task_detail.html", {"run": run})
+    return shortcuts.page(request, "memoryui/task_detail.html", "memoryui/partials/task_progress.html", {"run": run})
 
 
 @access.editor_required

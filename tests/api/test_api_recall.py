@@ -154,3 +154,24 @@ def test_agents_get_compact_candidates_and_explain_gives_every_one_in_full(store
     assert [c["id"] for c in full["candidates"] if c["decision"] != "below_floor"] == [
         c["id"] for c in compact["candidates"] if c["decision"] != "below_floor"
     ]
+
+
+def test_explain_gives_each_reason_as_its_code_beside_its_words(store, client, agent_token):
+    body = {"query": "article-list-query", "scope": "main", "tools": ["mcp__ata__article-list-query"]}
+    compact = post(client, body, **bearer(agent_token)).json()
+    assert "fallback_reason_code" not in compact and "reason_code" not in compact["answer"]
+    full = post(client, {**body, "explain": True}, **bearer(agent_token)).json()
+    assert full["fallback_reason_code"] == {"code": "selector_not_configured"}
+    assert full["answer"]["reason_code"]["code"] in ("one_strong_match", "strong_matches")
+    schema = next(c for c in full["candidates"] if c["id"] == str(store[SCHEMA].pk))
+    assert schema["reasons"] == ["active tool mcp__ata__article-list-query + marker 'parameter schema'"]
+    assert schema["reason_codes"] == [
+        {"code": "active_tool_schema", "tool": "mcp__ata__article-list-query", "marker": "parameter schema"}
+    ]
+    assert schema["heuristic"]["reason_codes"] == schema["reason_codes"]
+    for c in full["candidates"]:
+        for key in ("reasons", "label_reasons", "signals"):
+            assert len(c[key.removesuffix("s") + "_codes"]) == len(c[key])
+        if c["decision"] == "below_floor":
+            assert {code["code"] for code in c["reason_codes"]} == {"floored"}
+            assert [code["why"] for code in c["reason_codes"]] == c["label_reason_codes"]

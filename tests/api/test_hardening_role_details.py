@@ -1,6 +1,6 @@
 """A role refusal of the API (403 `forbidden`) says in `details` what is needed and what the caller
 has, under the field at fault (`role`, or `access` for a read token), as a 400 names its fields; the
-MCP server's refusals carry the same message (memoryui.roles.refusal).
+MCP server's refusals carry the same message and details (memoryui.roles.role_refusal).
 
 bob is a viewer, erin an editor, alice an admin; see tests/conftest.py.
 """
@@ -12,6 +12,7 @@ import json
 import pytest
 from django.test import Client
 
+from mcpserver import tools
 from memoryui import roles
 from memoryui.models import ApiToken
 
@@ -67,11 +68,12 @@ def test_a_read_token_is_told_a_write_token_is_needed(erin):
 
 
 def test_the_mcp_servers_refusal_says_what_the_api_says(bob, erin):
-    _, viewers = ApiToken.issue(user=bob, name="bobs", scopes=["agent:main"], access=ApiToken.Access.WRITE)
-    reader, readers = ApiToken.issue(user=erin, name="reader", scopes=["agent:main"], access=ApiToken.Access.READ)
+    viewers, viewers_key = ApiToken.issue(user=bob, name="bobs", scopes=["agent:main"], access=ApiToken.Access.WRITE)
+    reader, readers_key = ApiToken.issue(user=erin, name="reader", scopes=["agent:main"], access=ApiToken.Access.READ)
 
-    for key, token in ((viewers, ApiToken.objects.get(name="bobs")), (readers, reader)):
+    for key, token in ((viewers_key, viewers), (readers_key, reader)):
         error = forbidden(post(bearer(key), "/api/memories/", BODY))
-        # mcpserver.tools answers a refused tool call with roles.refusal's message.
-        said = roles.refusal(token.user, roles.EDITS, token)
-        assert [said] == next(iter(error["details"].values())) and said == error["message"]
+        with pytest.raises(roles.Forbidden) as refused:
+            tools.remember(tools.Caller("agent:main", token), BODY["text"])
+        assert tools.error_of(refused.value) == (403, {"error": error})
+        assert error["message"] == roles.role_refusal(token.user, roles.EDITS, token).message

@@ -68,7 +68,7 @@ def test_memories_a_batch_created_are_tombstoned_and_the_undo_itself_can_be_undo
 
 @pytest.mark.parametrize(
     ("batch", "message"),
-    [("not-a-batch", "is not a batch id"), (str(uuid.uuid4()), "no changes were recorded")],
+    [("not-a-batch", "is not a batch id"), ("5b0c7c4e-0000-4000-8000-00000000ba7c", "no changes were recorded")],
 )
 def test_an_unknown_batch_is_a_clear_error(batch, message):
     with pytest.raises(undo.UndoError, match=message):

@@ -12,6 +12,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from rest_framework import exceptions
 
+from api import rest
 from mcpserver import tools
 from mcpserver.server import ERROR_CODES, mcp_error
 from memoryui import roles
@@ -133,10 +134,10 @@ def test_the_connection_scope_is_the_asked_one_within_the_token(mallory_token, a
 
 
 def test_an_error_becomes_an_mcp_error_with_the_apis_code_and_message():
-    error = mcp_error(exceptions.NotFound(tools.NOT_FOUND))
+    error = mcp_error(exceptions.NotFound(rest.MEMORY_NOT_FOUND))
     assert isinstance(error, MCPError)
-    assert (error.code, error.message) == (ERROR_CODES[404], tools.NOT_FOUND)
-    assert error.data == {"code": "not_found", "message": tools.NOT_FOUND, "details": {}, "status": 404}
+    assert (error.code, error.message) == (ERROR_CODES[404], rest.MEMORY_NOT_FOUND)
+    assert error.data == {"code": "not_found", "message": rest.MEMORY_NOT_FOUND, "details": {}, "status": 404}
     invalid = mcp_error(exceptions.ValidationError({"kind": ["'gossip' is not a valid choice."]}))
     assert invalid.code == -32602 and invalid.data["code"] == "invalid"
     assert invalid.data["details"] == {"kind": ["'gossip' is not a valid choice."]}

@@ -17,6 +17,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from ingest.ingestion import ingest
+from mcpserver import tools
 from memoryui import roles
 from memoryui.models import ApiToken, Memory
 from recall.models import GoldenSet, RecallProfile
@@ -292,6 +293,32 @@ def test_unknown_api_urls_stay_404_for_read_tokens(erin):
     _, raw = ApiToken.issue(user=erin, name="reader", scopes=["agent:main"], access=ApiToken.Access.READ)
 
     assert send(bearer(raw), "post", "/api/no-such-thing/", {}).status_code == 404
+
+
+# --- one policy, the same words everywhere ------------------------------------------------------
+
+
+def test_a_page_the_api_and_mcp_refuse_the_same_viewer_in_the_same_words(bob, bob_client):
+    body = {"scope": "agent:main", "kind": "fact", "text": "A viewer wrote this.", "source": "manual"}
+    said = "This needs the editor role; you are a viewer."
+    token, key = ApiToken.issue(user=bob, name="bobs", scopes=["agent:main"], access=ApiToken.Access.WRITE)
+    said_to_token = "This needs the editor role; this token's owner is a viewer."
+
+    page = bob_client.post("/memories/new/", body)
+    fragment = bob_client.post("/memories/new/", body, headers={"HX-Request": "true"})
+    api = send(bob_client, "post", MEMORIES, body).json()["error"]
+    api_by_token = send(bearer(key), "post", MEMORIES, body).json()["error"]
+    with pytest.raises(roles.Forbidden) as refused:
+        tools.remember(tools.Caller("agent:main", token), body["text"])
+    mcp_status, mcp_body = tools.error_of(refused.value)
+
+    assert (page.status_code, fragment.status_code, mcp_status) == (403, 403, 403)
+    assert f"{said} Ask an admin to change your role." in page.content.decode()
+    assert f"{said} Ask an admin to change your role." in fragment.content.decode()
+    assert (api["message"], api["details"]) == (said, {"role": [said]})
+    assert mcp_body == {"error": api_by_token}
+    assert (api_by_token["message"], api_by_token["details"]) == (said_to_token, {"role": [said_to_token]})
+    assert not Memory.objects.exists()
 
 
 # --- minting tokens -----------------------------------------------------------------------------

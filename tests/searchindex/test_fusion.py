@@ -21,7 +21,6 @@ from searchindex.fusion import (
     convex_contributions,
     fuse,
     rrf,
-    top_matches,
 )
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -251,19 +250,6 @@ def test_ordering_is_deterministic_with_ties_broken_by_id():
 
     assert first == ["m3", "m4", "m1", "m2", "m5", "m6"]
     assert second == first
-
-
-def test_top_matches_skips_candidates_below_the_floor_and_clamps_the_limit():
-    vector = hits(*[(f"m{i:02}", 0.95 - i * 0.005) for i in range(30)])
-    memories = {f"m{i:02}": PLAIN for i in range(30)}
-    ranked = [
-        Candidate(**{**c.__dict__, "label": "strong" if i < 22 else "below_floor"})
-        for i, c in enumerate(fuse(vector, [], memories, CC, NOW))
-    ]
-
-    assert [c.id for c in top_matches(ranked, 3)] == ["m00", "m01", "m02"]
-    assert len(top_matches(ranked, 100)) == 20
-    assert all(c.passes_floor for c in top_matches(ranked, 100))
 
 
 def test_clamp_limit_defaults_to_five_and_says_when_it_clamped():

@@ -8,7 +8,7 @@ from django.template.defaultfilters import date as date_filter
 from django.template.defaultfilters import floatformat, truncatechars
 from django.utils import timezone
 
-from web.templatetags.memoryui_format import fixed2, isotime, minute, or_dash, shorten, when, words
+from web.templatetags.memoryui_format import fixed2, minute, or_dash, shorten, when, words
 
 
 def test_shorten_matches_truncatechars():
@@ -16,11 +16,10 @@ def test_shorten_matches_truncatechars():
         assert shorten(text, 140) == truncatechars(text, 140)
 
 
-def test_minute_and_isotime_match_the_date_filter():
+def test_minute_matches_the_date_filter():
     value = datetime(2026, 11, 22, 2, 36, 5, 123456, tzinfo=UTC)
     assert minute(value) == date_filter(value, "Y-m-d H:i")
-    assert isotime(value) == timezone.localtime(value).isoformat()
-    assert minute(None) == isotime(None) == ""
+    assert minute(None) == ""
 
 
 def test_fixed2_matches_floatformat():

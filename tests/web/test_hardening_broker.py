@@ -22,6 +22,7 @@ import socket
 import time
 
 import pytest
+from kombu import pools
 
 from config.celery import app
 from ingest.ingestion import ingest
@@ -63,6 +64,9 @@ def forget_connections() -> None:
     app.pool.force_close_all()
     app._pool = None
     app.amqp._producer_pool = None
+    # kombu keeps producer pools of its own, by broker URL, holding the pool just closed: without
+    # this, the next test's send on the broker URL it had before fails ("Acquire on closed pool").
+    pools.reset()
 
 
 @pytest.fixture

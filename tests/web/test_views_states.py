@@ -9,6 +9,7 @@ import pytest
 from django.db import OperationalError
 from django.db.models.query import QuerySet
 from django.test import Client, RequestFactory, override_settings
+from rest_framework import exceptions
 
 from memoryui.models import Memory, MemoryEvent, MemoryQuerySet
 from web import views
@@ -222,6 +223,8 @@ def test_the_404_handler_answers_json_under_api_and_html_elsewhere():
 
     assert api.status_code == 404 and json.loads(api.content)["error"]["code"] == "not_found"
     assert page.status_code == 404 and b"There is nothing at this address." in page.content
+    # Django's 404 under /api/ says what DRF's own does.
+    assert json.loads(api.content)["error"]["message"] == str(exceptions.NotFound.default_detail)
 
 
 def test_an_unknown_page_is_a_friendly_404(alice_client):

@@ -53,11 +53,6 @@ def or_dash(value) -> str:
 
 
 @register.filter
-def isotime(value: datetime | None) -> str:
-    return timezone.localtime(value).isoformat() if value else ""
-
-
-@register.filter
 def fixed2(value: float | None) -> str:
     """Two decimals, rounding half up from the shortest repr (0.955 → 0.96), like floatformat."""
     if value is None:
