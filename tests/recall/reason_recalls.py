@@ -57,7 +57,8 @@ def picks(*starts: str):
     return reply
 
 
-def _config(server: FakeOpenAIServer, timeout_ms: int = 20_000) -> SelectorConfig:
+def config(server: FakeOpenAIServer, timeout_ms: int = 20_000) -> SelectorConfig:
+    """A generous budget where the test is not about the budget: a busy machine must not time it out."""
     return SelectorConfig(base_url=server.base_url, model="fake-selector", api_key="test", timeout_ms=timeout_ms)
 
 
@@ -90,7 +91,7 @@ def run_recalls(ids: dict[str, str]) -> dict[str, dict]:
         ),
         "selector_invalid_json": lambda server: _with_replies(server, ["Sure! The escalation note."], QUERY),
         "unanswered": lambda server: recall(
-            "quantum entanglement of photons", scope="agent:main", selector_config=_config(server)
+            "quantum entanglement of photons", scope="agent:main", selector_config=config(server)
         ),
     }
     traces = {}
@@ -102,4 +103,4 @@ def run_recalls(ids: dict[str, str]) -> dict[str, dict]:
 
 def _with_replies(server: FakeOpenAIServer, replies: list, query: str, *, tools=()):
     server.chat_replies = list(replies)
-    return recall(query, scope="agent:main", tools=list(tools), selector_config=_config(server))
+    return recall(query, scope="agent:main", tools=list(tools), selector_config=config(server))

@@ -17,10 +17,10 @@ from recall.explain import BLOCK_CAUSES, Group, explain
 from recall.knobs import RecallSettings
 from recall.models import RecallTrace
 from recall.pipeline import BLOCK_HEADING, recall, record_recall
-from recall.selector import SelectorConfig
 from searchindex.fusion import SettingsError
 from searchindex.search import SearchError
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.recall.reason_recalls import config, picks
 
 pytestmark = pytest.mark.django_db
 
@@ -52,24 +52,6 @@ def store(indexes, write) -> dict[str, Memory]:
 def server():
     with FakeOpenAIServer(stall_seconds=10) as fake:
         yield fake
-
-
-def config(server, timeout_ms: int = 20_000) -> SelectorConfig:
-    """A generous budget where the test is not about the budget: a busy machine must not time it out."""
-    return SelectorConfig(base_url=server.base_url, model="fake-selector", api_key="test", timeout_ms=timeout_ms)
-
-
-def picks(*starts: str):
-    """A chat reply selecting the candidates whose first line starts with each of `starts`."""
-
-    def reply(body: dict) -> str:
-        request = json.loads(body["messages"][-1]["content"])
-        chosen = []
-        for start in starts:
-            chosen += [c["id"] for c in request["candidates"] if c["first_line"].startswith(start)]
-        return json.dumps({"selected": [{"id": pk, "reason": "relevant"} for pk in chosen]})
-
-    return reply
 
 
 def decisions(result) -> dict[str, tuple[str, list[str]]]:
