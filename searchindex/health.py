@@ -212,19 +212,24 @@ def verify(indexes: tuple[str, ...] = INDEX_NAMES) -> list[IndexDiff]:
 
 
 def repair(diffs: list[IndexDiff] | None = None) -> dict:
-    """Fix what `verify` found (re-index missing and stale, remove orphans) and clear the outbox."""
+    """Fix what `verify` found (re-index missing and stale, remove orphans) and clear the outbox.
+
+    Every id is brought in line with the database as it is now, not as `verify` read it: a memory
+    committed between verify's two reads looks orphaned (its entry is there, the snapshot lacks
+    it), and removing its entry would lose an index kept in step with the write for good.
+    """
     diffs = diffs if diffs is not None else verify()
     done = {}
     for diff in diffs:
         if diff.error:
             done[diff.index] = {"error": diff.error}
             continue
-        todo = diff.missing + diff.stale
+        todo = diff.missing + diff.stale + diff.orphaned
+        reindexed = removed = 0
         for start in range(0, len(todo), CHUNK):
-            sync_memories(todo[start : start + CHUNK], indexes=(diff.index,))
-        if diff.orphaned:
-            get_index(diff.index).delete(diff.orphaned)
-        done[diff.index] = {"reindexed": len(todo), "removed": len(diff.orphaned)}
+            report = sync_memories(todo[start : start + CHUNK], indexes=(diff.index,))
+            reindexed, removed = reindexed + report.indexed, removed + report.removed
+        done[diff.index] = {"reindexed": reindexed, "removed": removed}
     pending = [str(pk) for pk in IndexOutbox.objects.values_list("memory_id", flat=True)]
     for start in range(0, len(pending), CHUNK):
         sync_memories(pending[start : start + CHUNK])

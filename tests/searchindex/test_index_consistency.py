@@ -87,6 +87,21 @@ def test_orphaned_and_stale_entries_are_reported_and_repaired(indexes, write):
     assert all(diff.ok for diff in health.verify())
 
 
+def test_a_memory_written_while_verify_ran_is_not_removed_by_the_repair(indexes, write):
+    # verify reads the database, then the index: a memory committed in between has an entry the
+    # database snapshot lacks. The repair must ask the database again, not remove the entry.
+    diffs = health.verify()
+    memory = write("Runs 1000 RTX 4070s in an IDC.", kind="fact")
+    for diff in diffs:
+        diff.orphaned.append(str(memory.pk))
+    done = health.repair(diffs)
+    assert {name: done[name] for name in search_indexes.INDEX_NAMES} == {
+        name: {"reindexed": 1, "removed": 0} for name in search_indexes.INDEX_NAMES
+    }
+    assert all(str(memory.pk) in entries(name) for name in search_indexes.INDEX_NAMES)
+    assert all(diff.ok for diff in health.verify())
+
+
 def test_deleting_the_index_directory_loses_nothing_and_rebuild_restores_it(indexes, write):
     kept = [write(f"Fact number {n}: the staging cluster has {n} nodes.", kind="fact") for n in (3, 5)]
     search_indexes.close_indexes()
