@@ -15,12 +15,10 @@ from recall.models import GoldenQuery, GoldenSet
 from web import demo
 
 from .conftest import SCREENSHOTS
+from .looks import WIDTHS, sideways
 
 pytestmark = pytest.mark.e2e
 
-WIDTHS = (1400, 1024)
-# What is wider than its place may scroll inside its own box (a long table, a code block): a box
-# whose CSS lets it scroll sideways (overflow-x auto or scroll).
 
 TRANSCRIPT = {
     "id": "session 2026-11-25/ops",
@@ -75,38 +73,6 @@ def demo_store(indexes, alice, django_capture_on_commit_callbacks) -> dict[str, 
     }
 
 
-def _sideways(page) -> list[str]:
-    """What sticks out past the window's right edge, or out of its panel or card, outside the boxes
-    that scroll on their own."""
-    return page.evaluate(
-        """() => {
-          const width = document.documentElement.clientWidth;
-          const out = [];
-          const name = (node) => `${node.tagName.toLowerCase()}${node.id ? "#" + node.id : ""}.${node.className}`;
-          const scrollsOnItsOwn = (node) => {
-            for (let up = node.parentElement; up && up !== document.body; up = up.parentElement) {
-              if (["auto", "scroll"].includes(getComputedStyle(up).overflowX)) return true;
-            }
-            return false;
-          };
-          for (const node of document.body.querySelectorAll("*")) {
-            if (scrollsOnItsOwn(node)) continue;
-            const box = node.getBoundingClientRect();
-            if (!box.width) continue;
-            const card = node.parentElement && node.parentElement.closest(".panel, .card, .cluster, dialog");
-            const edge = card ? card.getBoundingClientRect().right : width;
-            if (box.right > edge + 1) {
-              const past = card ? name(card) : "the window";
-              out.push(`${name(node)} right=${Math.round(box.right)} past ${past}=${Math.round(edge)}`);
-            }
-          }
-          const scrolled = document.documentElement.scrollWidth;
-          if (scrolled > width) out.unshift(`page scrollWidth=${scrolled} > ${width}`);
-          return out.slice(0, 8);
-        }"""
-    )
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_page_fits_the_window_and_is_saved_for_a_look(signed_in, live_server, demo_store, width):
     page = signed_in
@@ -120,6 +86,6 @@ def test_every_page_fits_the_window_and_is_saved_for_a_look(signed_in, live_serv
         page.wait_for_load_state("networkidle")
         expect(page.locator("body")).not_to_contain_text("Traceback")
         page.screenshot(path=str(SCREENSHOTS / f"every-page-{width}-{name}.png"), full_page=True)
-        if sticking_out := _sideways(page):
+        if sticking_out := sideways(page):
             overflowing[name] = sticking_out
     assert overflowing == {}, f"pages that scroll sideways at {width} px: {overflowing}"
