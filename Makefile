@@ -29,10 +29,12 @@ $(CLIENTS): tests/clients/package-lock.json
 # (Procfile): `index` applies index updates, `bulk` does extraction, clean-up, dedup and
 # calibration and runs the schedule (--beat: decay of expired memories), so no amount of bulk
 # work delays an index update; with no CELERY_BROKER_URL they talk through a SQLite broker
-# file in the data dir. One Ctrl-C (or TERM) stops them all.
+# file in the data dir. One Ctrl-C, or an INT or TERM to make alone, stops them all and ends quietly:
+# make does not pass an INT on, so honcho runs under config/supervise.py's launcher, which the
+# recipe `exec`s (make's child) and which notices make's INT as well (see there).
 run: install
 	$(PY) manage.py bootstrap --url http://$(HOST):$(PORT)/
-	exec env HOST=$(HOST) PYTHONUNBUFFERED=1 $(VENV)/bin/honcho start --port $(PORT)
+	exec env HOST=$(HOST) PYTHONUNBUFFERED=1 $(PY) config/supervise.py --launch -- $(VENV)/bin/honcho start --port $(PORT)
 
 # The suite runs on every core (pytest-xdist): a test file on one worker, so a module's servers
 # start once, and the tests that start whole stacks of processes one after another (groups set in

@@ -48,8 +48,8 @@ from api.serializers_recall import (
 from memoryui import roles
 from memoryui.models import ApiToken, Memory
 from recall import golden
-from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
-from recall.pipeline import recall, record_recall
+from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallLogEntry, RecallProfile, RecallTrace
+from recall.pipeline import recall, record_recall, why_not
 from searchindex.search import SearchError
 
 
@@ -66,13 +66,14 @@ class RecallView(APIView):
             "is configured (within MEMORYUI_SELECTOR_TIMEOUT_MS, else the heuristic answers and "
             "`fallback_reason` says why), the active-tool filter on both paths, and the recall block to show the "
             "model for this turn only. Every candidate carries its decision and reasons. The recalled memories' "
-            "access counts are bumped."
+            "access counts are bumped. With `why` (a memory's full or short id), `why` in the answer follows that "
+            "memory to the stage that dropped it."
         ),
         request=RecallRequestSerializer,
         responses={200: RecallResponseSerializer, **rest.errors(400, 401, 403, 404, 503)},
     )
     def post(self, request):
-        body = RecallRequestSerializer(data=request.data)
+        body = RecallRequestSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         data = body.validated_data
         allowed = rest.visible_scopes(request)
@@ -106,12 +107,17 @@ def answer_recall(data: dict, *, actor: str, source: str) -> dict:
         )
     except SearchError as exc:
         raise exceptions.ValidationError({"query" if exc.field == "q" else exc.field: [str(exc)]}) from None
-    record_recall(result, actor=actor)
     traced = data.get("trace")
     if traced is None:
         traced = random.random() < (settings.MEMORYUI_RECALL_TRACE_RATE or 0.0)
     trace = RecallTrace.record(result, source=source, actor=actor, profile=profile) if traced else None
-    return {**result.to_dict(full=data.get("explain", False)), "trace_id": str(trace.pk) if trace else None}
+    with transaction.atomic():  # counted and logged, every recall; the log links the trace when there is one
+        record_recall(result, actor=actor)
+        RecallLogEntry.objects.record_result(result, source=source, trace=trace)
+    answer = {**result.to_dict(full=data.get("explain", False)), "trace_id": str(trace.pk) if trace else None}
+    if data.get("why"):  # a full id by now, of a memory the caller may see (RecallRequestSerializer)
+        answer["why"] = [{"stage": stage, "text": text} for stage, text in why_not(result, data["why"])]
+    return answer
 
 
 # --- traces ------------------------------------------------------------------------------
@@ -120,7 +126,9 @@ def answer_recall(data: dict, *, actor: str, source: str) -> dict:
 @extend_schema_view(
     list=extend_schema(
         summary="Saved recall traces, newest first",
-        description="A token sees the traces of its own scopes only.",
+        description="A token sees the traces of its own scopes only. Filter them as the trace list page does: by "
+        "outcome (answered, silent, or the path that answered), source, profile, the query's words, and a time "
+        "window (`within`) or range (`since`, `until`); each trace carries `answered`, `latency_ms` and `block_size`.",
         responses={200: RecallTraceSerializer(many=True), **rest.errors(400, 401)},
     ),
     retrieve=extend_schema(

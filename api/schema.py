@@ -31,6 +31,10 @@ NO_NUL = "^[^\\x00]*$"
 NON_BLANK = f"^[^\\x00]*[^\\x00{_WHITE_SPACE}][^\\x00]*$"
 VISIBLE_TEXT = f"^[^\\x00]*[^{untrusted.INVISIBLE_CLASS}][^\\x00]*$"
 SCOPE = rules.SCOPE_PATTERN
+# A memory id as people type it (memoryui.memory_ids): a full id, with or without its dashes, or
+# the first 8 or more of its 32 hex digits.
+MEMORY_ID = "^[0-9a-fA-F]{8}(?:-?[0-9a-fA-F]){0,24}$"
+MEMORY_ID_MAX_LENGTH = 36
 ENTITY_KEY = f"^[a-z][a-z0-9_.-]*:[^\\x00{_WHITE_SPACE}](?:[^\\x00]*[^\\x00{_WHITE_SPACE}])?$"
 
 SCOPE_FIELDS = {"scope"}
@@ -101,13 +105,23 @@ def postprocess(result, generator, request, public):
             }
     if "MessageInRequest" in components:
         _message_rules(components)
-    recall_query = components.get("RecallRequestRequest", {}).get("properties", {}).get("query")
-    if recall_query is not None:  # searchindex.search.clean_query: as search's q, a visible character
-        recall_query["pattern"] = VISIBLE_TEXT
-    for component in ("GoldenQueryRequest", "PatchedGoldenQueryRequest"):
-        expected = components.get(component, {}).get("properties", {}).get("expected_ids")
-        if expected is not None:
-            expected["items"] = {"type": "string", "format": "uuid"}
+    recall_request = components.get("RecallRequestRequest", {}).get("properties", {})
+    if "query" in recall_request:  # searchindex.search.clean_query: as search's q, a visible character
+        recall_request["query"]["pattern"] = VISIBLE_TEXT
+    if "why" in recall_request:
+        recall_request["why"].update(pattern=MEMORY_ID, maxLength=MEMORY_ID_MAX_LENGTH)
+    golden_query = components.get("GoldenQueryRequest")
+    if golden_query is not None and "expected_ids" in golden_query.get("properties", {}):
+        golden_query["properties"]["expected_ids"]["items"] = {
+            "type": "string",
+            "pattern": MEMORY_ID,
+            "maxLength": MEMORY_ID_MAX_LENGTH,
+        }
+        # Memories to find, or `silent: true` and none: never an empty list alone.
+        golden_query["oneOf"] = [
+            {"properties": {"silent": {"const": True}, "expected_ids": {"maxItems": 0}}, "required": ["silent"]},
+            {"properties": {"silent": {"const": False}, "expected_ids": {"minItems": 1}}, "required": ["expected_ids"]},
+        ]
     # Metadata: any JSON object whose keys and texts, at any depth, hold no NUL.
     components["MetadataValue"] = {
         "anyOf": [

@@ -3,16 +3,14 @@ profiles and golden sets, so drf-spectacular documents what each endpoint takes 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 
 from rest_framework import serializers
 
 from api import rest
 from api.serializers import StrictSerializer, as_plain_dict
-from memoryui import rules
-from memoryui.models import Memory
-from recall import block
+from memoryui import memory_ids, rules
+from recall import block, golden
 from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
 from recall.pipeline import DECISIONS
@@ -52,11 +50,30 @@ class RecallRequestSerializer(StrictSerializer):
         default=None,
         help_text="true: save this recall as a trace; false: never; absent: the sampling rate decides.",
     )
+    why = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text=f"A memory's id, or its first {memory_ids.SHORT_ID_MIN} characters as the pages show them: the "
+        "answer's `why` follows it through the stages to the one that dropped it (it may be tombstoned or of "
+        "another scope: that is the answer).",
+    )
 
     def validate_scope(self, value: str) -> str:
         try:
             return rules.normalize_scope(value)
         except rules.ScopeError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate_why(self, value: str) -> str:
+        # A token is told nothing about memories outside its scopes: they do not exist for it.
+        request = self.context.get("request")
+        scopes = rest.visible_scopes(request) if request is not None else []
+        try:
+            return str(memory_ids.resolve(value, scopes=scopes))
+        except memory_ids.MemoryIdError as exc:
+            if exc.code == "unknown":
+                message = str(exc)
+                raise rest.ApiError(404, f"{message[:1].upper()}{message[1:]}.", {"why": [message]}) from None
             raise serializers.ValidationError(str(exc)) from None
 
 
@@ -113,6 +130,11 @@ class RecallCandidateSerializer(serializers.Serializer):
     dropped_by = serializers.ListField(child=serializers.CharField(), required=False, help_text="With explain.")
 
 
+class RecallWhyStageSerializer(serializers.Serializer):
+    stage = serializers.CharField(help_text="memory, scope, select, retrieval, answerability, relevance floor, …")
+    text = serializers.CharField(help_text="What happened to the memory there.")
+
+
 class RecallResponseSerializer(serializers.Serializer):
     query = serializers.CharField()
     scope = serializers.CharField()
@@ -133,6 +155,11 @@ class RecallResponseSerializer(serializers.Serializer):
     degraded = serializers.DictField(child=serializers.CharField())
     timings_ms = serializers.DictField(child=serializers.FloatField())
     trace_id = serializers.UUIDField(allow_null=True, help_text="The saved trace, when this recall was traced.")
+    why = RecallWhyStageSerializer(
+        many=True,
+        required=False,
+        help_text="With `why`: the stages the memory went through, up to the one that dropped it.",
+    )
 
 
 TRACE_MODES = ("selector", "heuristic", "select")
@@ -141,14 +168,19 @@ TRACE_MODES = ("selector", "heuristic", "select")
 class RecallTraceSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:recall-trace-detail")
     # Plain strings, not enums: `source` would clash with the memory's SourceEnum in the schema.
-    source = serializers.CharField(help_text="Where the recall ran: api, cli or playground.")
+    source = serializers.CharField(help_text="Where the recall ran: api, cli, mcp or playground.")
     mode = serializers.CharField(help_text="Which path answered: selector, heuristic or select.")
+    answered = serializers.BooleanField(help_text="The answerability decision: false when recall stayed silent.")
+    latency_ms = serializers.FloatField(
+        allow_null=True, help_text="The whole recall, in milliseconds (null: not timed)."
+    )
+    block_size = serializers.IntegerField(help_text="How many memories the agent was handed.")
 
     class Meta:
         model = RecallTrace
         fields = [
             "id", "url", "created_at", "source", "actor", "scope", "query", "tools", "limit", "profile_name",
-            "mode", "fallback_reason", "selected_ids", "note",
+            "mode", "fallback_reason", "answered", "latency_ms", "block_size", "selected_ids", "note",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -220,7 +252,9 @@ class ProfileSerializer(StrictSerializer, serializers.ModelSerializer):
 
 
 class GoldenQuerySerializer(StrictSerializer, serializers.ModelSerializer):
-    """A golden query. Expected ids must be memories of the set's scope (checked as the golden pages do)."""
+    """A golden query. Expected ids (full, or the short ids the pages show) must be active memories of
+    the set's scope (checked as the golden pages do); a query recall should stay silent on says so with
+    `silent`, never with an empty list alone."""
 
     tools = serializers.ListField(
         child=serializers.CharField(max_length=200),
@@ -232,37 +266,55 @@ class GoldenQuerySerializer(StrictSerializer, serializers.ModelSerializer):
         child=serializers.CharField(),
         required=False,
         max_length=100,
-        help_text="Memory ids recall should return (the first one recalled counts for top-1); empty: recall "
-        "should return nothing.",
+        help_text=f"Memory ids recall should return (the first one recalled counts for top-1): full, or their first "
+        f"{memory_ids.SHORT_ID_MIN} characters; answered as full ids. Empty or absent only with `silent`.",
+    )
+    silent = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="true: recall should return nothing for this query (then `expected_ids` is empty or absent).",
     )
 
     class Meta:
         model = GoldenQuery
-        fields = ["id", "query", "tools", "expected_ids", "note", "created_at"]
+        fields = ["id", "query", "tools", "expected_ids", "silent", "note", "created_at"]
         read_only_fields = ["id", "created_at"]
+
+    def to_representation(self, instance: GoldenQuery) -> dict:
+        data = super().to_representation(instance)
+        data["silent"] = not instance.expected_ids
+        return data
 
     def validate_expected_ids(self, value: list[str]) -> list[str]:
         golden_set: GoldenSet = self.context["golden_set"]
-        ids, problems = [], []
-        for raw in value:
-            try:
-                ids.append(str(uuid.UUID(raw)))
-            except ValueError:
-                problems.append(f"{raw[:40]!r} is not a memory id")
-        # A token is told nothing about memories outside its scopes: they do not exist for it.
-        memories = Memory.objects.for_scopes(rest.visible_scopes(self.context["request"]))
-        found = {str(pk): scope for pk, scope in memories.filter(pk__in=ids).values_list("pk", "scope")}
-        for pk in ids:
-            scope = found.get(pk)
-            if scope is not None and scope != golden_set.scope:
-                problems.append(f"{pk} is in {scope}, not in this set's scope {golden_set.scope}")
+        if golden.says_nothing(value):
+            raise serializers.ValidationError(
+                f"{golden.NOTHING!r} is not a memory id: send `silent: true` for a query recall should stay silent on"
+            )
+        visible = rest.visible_scopes(self.context["request"])
+        ids, problems = golden.resolve_expected(value, golden_set.scope, visible=visible)
+        if any(problem.code != "unknown" for problem in problems):
+            raise serializers.ValidationError([str(problem) for problem in problems])
         if problems:
-            raise serializers.ValidationError(problems)
-        if unknown := [pk for pk in ids if pk not in found]:
-            # Well-formed ids of no memory (the caller can see): a 404 naming them, as for any unknown id.
-            reasons = [f"no memory has the id {pk}" for pk in unknown]
-            raise rest.ApiError(404, "No memory has " + ", ".join(unknown[:5]) + ".", {"expected_ids": reasons})
-        return list(dict.fromkeys(ids))
+            # Ids of no memory (the caller can see): a 404 naming them, as for any unknown id.
+            typed = ", ".join(problem.typed[:40] for problem in problems[:5])
+            raise rest.ApiError(404, f"No memory has {typed}.", {"expected_ids": [str(p) for p in problems]})
+        return ids
+
+    def validate(self, attrs: dict) -> dict:
+        attrs = super().validate(attrs)
+        expected, silent = attrs.get("expected_ids") or [], attrs.pop("silent", False)
+        if silent and expected:
+            raise serializers.ValidationError(
+                {"silent": ["a query that should stay silent expects no memories: drop `expected_ids` or `silent`"]}
+            )
+        if not silent and not expected:
+            raise serializers.ValidationError(
+                {"expected_ids": ["list the memories recall should return, or send `silent: true` if it should "
+                 "return nothing"]}
+            )  # fmt: skip
+        attrs["expected_ids"] = expected
+        return attrs
 
 
 class GoldenSetSerializer(StrictSerializer, serializers.ModelSerializer):

@@ -101,6 +101,7 @@ class MemoryViewSet(rest.WriteTransactionMixin, viewsets.GenericViewSet):
         serializer.is_valid(raise_exception=True)
         fields = serializer.validated_data
         rest.check_writable_scope(request, fields["scope"])
+        fields.setdefault("source", Memory.Source.API)  # an agent's write, not the dashboard's form
         memory, created = writing.write(actor=rest.actor_for(request), **fields)
         memory.merged = not created
         memory.merged_into = None if created else memory.pk

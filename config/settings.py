@@ -88,6 +88,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "web.scopes.ScopeMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "web.shortcuts.AlertsMiddleware",
@@ -108,6 +109,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "web.access.context",
+                "web.scopes.context",
             ],
         },
     },
@@ -380,6 +382,11 @@ MEMORYUI_FOCUS_TOKENS = env_int("MEMORYUI_FOCUS_TOKENS", 8000)
 MEMORYUI_L1_TIMEOUT_MS = env_int("MEMORYUI_L1_TIMEOUT_MS", 30000)
 # The share of /api/recall/ calls saved as a RecallTrace (0..1); `trace=true` on a call always saves.
 MEMORYUI_RECALL_TRACE_RATE = env_float("MEMORYUI_RECALL_TRACE_RATE", 0.1)
+# Traces of agents' recalls (API, MCP) and the recall log (recall.models.RecallLogEntry) are kept
+# this many days, then pruned once a day (recall.tasks.prune_recall_history).
+MEMORYUI_RECALL_RETENTION_DAYS = env_int("MEMORYUI_RECALL_RETENTION_DAYS", 90)
+if MEMORYUI_RECALL_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured("MEMORYUI_RECALL_RETENTION_DAYS is days, at least 1")
 
 # Background jobs. The embedded default needs no server: a SQLite broker file in the data dir,
 # consumed by the worker that `make run` starts beside the web server.
@@ -488,6 +495,10 @@ if MEMORYUI_RUN_SWEEP_SECONDS > 0:
         "task": "memoryui.tasks.sweep_stalled_runs",
         "schedule": MEMORYUI_RUN_SWEEP_SECONDS,
     }
+CELERY_BEAT_SCHEDULE["prune-recall-history"] = {
+    "task": "recall.tasks.prune_recall_history",
+    "schedule": 24 * 3600.0,
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 

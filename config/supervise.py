@@ -17,6 +17,19 @@ no worker and nobody said so. Each Procfile line runs its process under this sup
   the process has the signal too; the supervisor waits for it to exit (sending TERM, then KILL,
   if it lingers, as when only the supervisor was signalled) and exits with its status.
 
+`make run` itself starts honcho under this file's launcher (`supervise.py --launch -- honcho start …`),
+so that a stop reaches honcho however it is sent, and a requested stop ends quietly:
+
+- make passes a TERM on to its recipe's process (the launcher, which the recipe `exec`s), but not an
+  INT: signalled alone, make blocks the signal, restores its default action and waits for its
+  children before it dies of it. The launcher watches its parent for that (the stop signal now
+  blocked and no longer caught) and takes it as the same stop;
+- honcho runs in a process group of its own, so it is told once, by the launcher, even when a
+  Ctrl-C signals the terminal's whole foreground group; it dies with the launcher if the launcher
+  is killed;
+- on a requested stop the launcher exits 0 once honcho is done, so make does not add
+  "Error 130" (honcho's status after an INT) under a clean stop.
+
 No Django here: it starts in a moment and depends on nothing that could fail to load.
 """
 
@@ -175,9 +188,100 @@ class Supervisor:
                 insisted += 1
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+WATCH_EVERY = 0.2  # seconds between looks at the parent
+
+
+def _signal_mask(pid: int, field: str) -> int:
+    """One of the signal masks /proc/<pid>/status shows (SigBlk, SigCgt, SigIgn), as a number."""
+    try:
+        for line in (Path("/proc") / str(pid) / "status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _bit(signum: int) -> int:
+    return 1 << (signum - 1)
+
+
+def stop_taken_by(pid: int, caught: int) -> int | None:
+    """The stop signal `pid` is dying of, if it is: one it caught (`caught`, its SigCgt when first
+    seen) that is now blocked and no longer caught, as make's handler leaves it while it waits for
+    its children before dying of the signal."""
+    blocked, now_caught = _signal_mask(pid, "SigBlk"), _signal_mask(pid, "SigCgt")
+    for stop in STOPS:
+        bit = _bit(stop)
+        if caught & bit and blocked & bit and not now_caught & bit:
+            return stop
+    return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: a TERM when the launcher dies (killed, say), so honcho never runs on alone."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
+class Launcher:
+    """Run `command` (honcho) until it ends or a stop is asked for, however it is asked."""
+
+    def __init__(self, command: list[str]):
+        self.command = command
+        self.stopping: int | None = None
+        self.process: subprocess.Popen | None = None
+
+    def on_stop(self, signum, frame) -> None:
+        self.stop(signum)
+
+    def stop(self, signum: int) -> None:
+        if self.stopping is not None:
+            return
+        self.stopping = signum
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+
+    def run(self) -> int:
+        parent = os.getppid()
+        parent_catches = _signal_mask(parent, "SigCgt")
+        for stop in STOPS:
+            signal.signal(stop, self.on_stop)
+        self.process = subprocess.Popen(self.command, process_group=0, preexec_fn=_die_with_parent)
+        if self.stopping is not None:  # asked before the command had started
+            self.process.send_signal(signal.SIGTERM)
+        told = None
+        insisted = 0
+        while True:
+            try:
+                status = self.process.wait(timeout=WATCH_EVERY)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stopping is None:
+                taken = stop_taken_by(parent, parent_catches) if parent > 1 else None
+                if taken is not None or not alive(parent):
+                    self.stop(taken or signal.SIGTERM)
+                continue
+            told = told or time.monotonic()
+            if time.monotonic() - told > LINGER * (insisted + 1):
+                self.process.send_signal(signal.SIGTERM if insisted == 0 else signal.SIGKILL)
+                insisted += 1
+        if self.stopping is not None:
+            return 0
+        return status if status >= 0 else 128 - status
+
+
 def main(argv: list[str]) -> int:
+    if argv[:2] == ["--launch", "--"] and len(argv) > 2:
+        return Launcher(argv[2:]).run()
     if "--" not in argv or argv.index("--") != 1 or len(argv) < 3:
-        print("usage: supervise.py NAME -- COMMAND [ARG…]", file=sys.stderr)
+        print(
+            "usage: supervise.py NAME -- COMMAND [ARG…]\n       supervise.py --launch -- COMMAND [ARG…]",
+            file=sys.stderr,
+        )
         return 2
     supervisor = Supervisor(argv[0], argv[2:])
     # How many restarts, and how long the pauses and the wait for a stop (scaled), set for a test's sake.

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.utils.functional import lazy
+from django.views.generic import RedirectView
 
-from web import views, views_hygiene, views_import, views_transcripts
+from web import scopes, views, views_hygiene, views_import, views_transcripts
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -36,6 +39,7 @@ urlpatterns = [
     path("tasks/<uuid:pk>/", views_transcripts.task_detail, name="task_detail"),
     path("tasks/<uuid:pk>/<slug:action>/", views_transcripts.task_action, name="task_action"),
     path("recall/", include("web.urls_recall")),
+    path("scopes/", scopes.picker, name="scope_picker"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -44,6 +48,8 @@ urlpatterns = [
     path("api/", include("api.urls")),
     path("mcp/", include("mcpserver.urls")),
     path(".well-known/", include("mcpserver.discovery")),
+    # Browsers ask for /favicon.ico whatever a page links: the icon base.html links.
+    path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("memoryui/favicon.svg"), permanent=True)),
 ]
 
 handler400 = "web.views.bad_request"  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 there

@@ -64,7 +64,13 @@ WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent
 REMOVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 Limit = Annotated[int | None, Field(description="How many results, 1..20 (default 5); outside is clamped.")]
-MemoryId = Annotated[str, Field(description="The memory's id (a UUID), as search, recall or list gave it.")]
+MemoryId = Annotated[
+    str,
+    Field(
+        description="The memory's id, as search, recall or list gave it (a UUID), or its first 8 or more "
+        "characters when they name one memory in this scope."
+    ),
+]
 # The choices are in the tools' input schemas, so a client can offer them; a value outside them is refused
 # in the API's words (`argument_reason`).
 KindName = Literal[rules.KINDS]  # type: ignore[valid-type]

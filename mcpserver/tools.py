@@ -24,7 +24,7 @@ from api.recall import answer_recall
 from api.serializers import MemoryInputSerializer, MemorySerializer
 from api.serializers_recall import RecallRequestSerializer
 from ingest import writing
-from memoryui import roles, rules
+from memoryui import memory_ids, roles, rules
 from memoryui.models import ApiToken, ConflictError, Memory
 from recall.models import RecallTrace
 from searchindex.search import SearchError, search
@@ -126,10 +126,12 @@ class _PlainMemory(MemorySerializer):
 
 
 def _memory(caller: Caller, memory_id: str, *, lock: bool = False) -> Memory:
-    try:
-        pk = uuid.UUID(str(memory_id).strip())
-    except ValueError:
-        raise exceptions.ValidationError({"id": [f"{str(memory_id)[:40]!r} is not a memory id (a UUID)"]}) from None
+    try:  # the full id, or the short id the pages show, of a memory of this connection's scope
+        pk = memory_ids.resolve(str(memory_id), scopes=caller.scope)
+    except memory_ids.MemoryIdError as exc:
+        if exc.code == "unknown":
+            raise exceptions.NotFound(rest.MEMORY_NOT_FOUND) from None
+        raise exceptions.ValidationError({"id": [str(exc)]}) from None
     queryset = Memory.objects.filter(scope=caller.scope, pk=pk)
     if lock:
         queryset = queryset.select_for_update()

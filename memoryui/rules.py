@@ -51,7 +51,8 @@ class Source(TextChoices):
     EXTRACTOR_L1 = "extractor:l1"
     COMPACTION = "compaction"
     IMPORT = "import"
-    MANUAL = "manual"
+    MANUAL = "manual"  # the dashboard's form (and the write path's default)
+    API = "api", "API"  # the REST API, when the writer names no source of its own
     CLEANUP = "cleanup"
 
 

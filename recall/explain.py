@@ -9,6 +9,9 @@ stores) and says what happened to each candidate in a sentence. It reads each re
 parameters (memoryui.reasons); a trace saved before reasons had codes holds their words only, which
 `memoryui.reasons.restore` reads back, so old traces read the same way.
 
+The memory list's search results are worded with the same phrases (`match_why`): a label and one
+sentence on what found the memory, by meaning, by keywords or both, the numbers on demand.
+
 Plain values only: no database, no index.
 """
 
@@ -141,6 +144,116 @@ def reasons_of(data: dict, key: str = "reasons") -> list[Reason]:
     return restore(data.get(key), data.get(key.removesuffix("s") + "_codes"))
 
 
+# --- how well a memory matches: the answerability label in words ----------------------------------
+
+STRONG, WEAK = "strong", "weak"
+MATCH_TITLES = {STRONG: "Strong match", WEAK: "Weak match", BELOW_FLOOR: "Below the floor"}
+STRONG_CODES = ("strong_margin", "strong_coverage", "strong_agreement")  # searchindex.answerability
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the two retrievers say of one candidate: the answerability decision's two signals."""
+
+    margin: float | None  # vector similarity over the anchor text (None: the vector search missed it)
+    coverage: float | None  # the share of the query's words it holds, by rarity (None: no BM25 match)
+    refused: str | None = None  # why closeness in meaning does not count for this query at all
+    strong_by: str = ""  # the reason code that made it strong, when it is
+
+    @property
+    def by_meaning(self) -> bool:
+        return self.refused is None and self.margin is not None and self.margin > 0
+
+    @property
+    def by_words(self) -> bool:
+        return bool(self.coverage)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A candidate's label in words and the one sentence that says why."""
+
+    label: str  # strong, weak, below_floor ("" when not judged)
+    title: str  # "Strong match"
+    why: str  # "Found by both meaning and keywords: …"
+
+
+def match_why(hit: dict, reasons_key: str = "reasons") -> Match:
+    """A search hit's label and one sentence on its evidence, for a person reading the results.
+
+    `hit` is a candidate as JSON: `label`, `vector_margin`, `bm25_coverage` and the label's reasons
+    under `reasons_key` (a search result, searchindex.search.Found.to_dict(), holds them under
+    `reasons`; a recall candidate under `label_reasons`). The numbers stay in the candidate.
+    """
+    label = hit.get("label") or ""
+    evidence = _evidence(hit, reasons_of(hit, reasons_key))
+    title = MATCH_TITLES.get(label, "Not judged")
+    if label == BELOW_FLOOR:
+        return Match(label, title, _too_weak(evidence))
+    meaning, words = evidence.by_meaning, evidence.by_words
+    if meaning and words:
+        why = f"Found by both meaning and keywords: {_close(label, evidence)}, and {_holds(evidence)}."
+    elif meaning:
+        why = f"Found by meaning only: {_close(label, evidence)}, and {_no_words(evidence)}."
+    elif words:
+        why = f"Found by keywords only: {_holds(evidence)}, and {_no_meaning(evidence)}."
+    else:
+        why = f"Barely found: {_no_meaning(evidence)}, and {_no_words(evidence)}."
+    return Match(label, title, why)
+
+
+def _evidence(candidate: dict, label_reasons: list[Reason]) -> Evidence:
+    codes = {reason.code: reason for reason in label_reasons}
+    refused = codes.get("vector_not_counted")
+    return Evidence(
+        margin=candidate.get("vector_margin"),
+        coverage=candidate.get("bm25_coverage"),
+        refused=refused.params["refused"].strip() if refused is not None else None,
+        strong_by=next((code for code in STRONG_CODES if code in codes), ""),
+    )
+
+
+def _close(label: str, evidence: Evidence) -> str:
+    if evidence.strong_by == "strong_margin":
+        return "it is very close to the query in meaning"
+    if label == STRONG:
+        return "it is close to the query in meaning"
+    return "it is a little closer to the query in meaning than unrelated text"
+
+
+def _holds(evidence: Evidence) -> str:
+    if evidence.coverage >= 0.995:  # as the percentage would show it
+        return "it holds all of the query's words"
+    return f"it holds {evidence.coverage:.0%} of the query's words (by rarity)"
+
+
+def _no_meaning(evidence: Evidence) -> str:
+    if evidence.refused:
+        return f"its closeness in meaning does not count here ({evidence.refused})"
+    if evidence.margin is None:
+        return "the vector search did not find it"
+    return "its meaning is no closer to the query than unrelated text"
+
+
+def _no_words(evidence: Evidence) -> str:
+    if evidence.coverage is None:
+        return "it shares no words with the query"
+    return "it shares only very common words with the query"
+
+
+def _too_weak(evidence: Evidence) -> str:
+    """Below the floor: neither signal is enough, each said in words."""
+    if evidence.by_meaning:
+        meaning = "its meaning is barely closer to the query than unrelated text"
+    else:
+        meaning = _no_meaning(evidence)
+    if evidence.by_words:
+        words = f"it shares few of the query's words ({evidence.coverage:.0%}, by rarity)"
+    else:
+        words = _no_words(evidence)
+    return f"Too weak a match: neither retriever found it close enough — {meaning}, and {words}."
+
+
 # --- one candidate --------------------------------------------------------------------------------
 
 
@@ -210,24 +323,7 @@ def below_floor_why(candidate: dict, run: dict) -> str:
             f"Recall stays silent on this query ({why}): no candidate is a strong enough match, "
             "so none is recalled, this one included."
         )
-    margin, coverage = candidate.get("vector_margin"), candidate.get("bm25_coverage")
-    label_reasons = reasons_of(candidate, "label_reasons")
-    refused = next((r.params["refused"].strip() for r in label_reasons if r.code == "vector_not_counted"), None)
-    if refused:
-        meaning = f"its closeness in meaning does not count here ({refused})"
-    elif margin is None:
-        meaning = "the vector search did not find it"
-    elif margin <= 0:
-        meaning = "its meaning is no closer to the query than unrelated text"
-    else:
-        meaning = "its meaning is barely closer to the query than unrelated text"
-    if coverage is None:
-        words = "it shares no words with the query"
-    elif coverage == 0:
-        words = "it shares only very common words with the query"
-    else:
-        words = f"it shares few of the query's words ({coverage:.0%}, by rarity)"
-    return f"Too weak a match: neither retriever found it close enough — {meaning}, and {words}."
+    return _too_weak(_evidence(candidate, reasons_of(candidate, "label_reasons")))
 
 
 def not_selected_why(candidate: dict, reasons: list[Reason]) -> tuple[str, str]:

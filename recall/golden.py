@@ -15,12 +15,12 @@ A metric with nothing to average over is None (shown as "n/a"), never a flatteri
 
 The pages name the metrics in words (METRICS) and compare recall@k profile by profile, each at
 its own limit. A golden query's expected memories may be given by the short ids the pages show
-(`resolve_expected`).
+(`resolve_expected`); a query expecting nothing (`expected_ids == []`) is one recall should stay
+silent on, which the forms and the API ask for explicitly.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +28,7 @@ from datetime import datetime
 from django.db import transaction
 
 from ingest import writing
+from memoryui import memory_ids
 from memoryui.models import Memory
 from recall.knobs import RecallSettings
 from recall.models import GoldenQuery, GoldenSet
@@ -214,69 +215,50 @@ def compare(a: Evaluation, b: Evaluation) -> list[Movement]:
 
 # --- expected memories, as a person gives them ----------------------------------------------------
 
-NOTHING = "none"  # in place of ids: recall should return nothing
-SHORT_ID_MIN = 8  # the pages show ids by their first 8 characters
-_HEX_RE = re.compile(r"[0-9a-f]+")
+NOTHING = "none"  # in place of ids: recall should return nothing (as ticking "should stay silent")
+SHORT_ID_MIN = memory_ids.SHORT_ID_MIN
 
 
-def resolve_expected(tokens: list[str], scope: str) -> tuple[list[str], list[str]]:
+def says_nothing(tokens: list[str]) -> bool:
+    """Whether what was typed as expected memories is (or holds) the `none` keyword."""
+    return any(token.casefold() == NOTHING for token in tokens)
+
+
+def resolve_expected(
+    tokens: list[str], scope: str, *, visible: list[str] | None = None
+) -> tuple[list[str], list[memory_ids.MemoryIdError]]:
     """The memory ids a golden query expects, from what a person typed: full ids, or the short ids
-    (a prefix of at least 8 characters) the pages show, each naming exactly one memory of `scope`;
-    or `none` alone, for a query recall should stay silent on.
+    (a prefix of at least 8 characters) the pages show, each naming exactly one active memory of
+    `scope` (`memoryui.memory_ids`); or `none` alone, for a query recall should stay silent on.
+    `visible`: the scopes the person may see (None: all), where a memory of another scope is named.
 
-    Returns (ids, problems): every problem names the id and why it is refused.
+    Returns (ids, problems): every problem names the id and why it is refused; its `code` is the
+    resolver's, or `tombstoned`, `elsewhere` or `nothing_with_ids`.
     """
-    if any(token.casefold() == NOTHING for token in tokens):
+    if says_nothing(tokens):
         if len(tokens) > 1:
-            return [], [f"{NOTHING} means recall should return nothing: give it alone, or give memory ids"]
+            message = f"{NOTHING} means recall should return nothing: give it alone, or give memory ids"
+            return [], [memory_ids.MemoryIdError(message, typed=NOTHING, code="nothing_with_ids")]
         return [], []
     ids: list[str] = []
-    problems: list[str] = []
+    problems: list[memory_ids.MemoryIdError] = []
     for token in tokens:
-        shown = token[:40]
-        hex_digits = token.casefold().replace("-", "")
-        if not _HEX_RE.fullmatch(hex_digits) or len(hex_digits) > 32:
-            problems.append(f"{shown!r} is not a memory id (a full id, or its first {SHORT_ID_MIN} characters)")
+        shown = token[: memory_ids.SHOWN_CHARS]
+        try:
+            match = memory_ids.lookup(token, scopes=scope)
+        except memory_ids.MemoryIdError as exc:
+            elsewhere = memory_ids.scopes_holding(token, scopes=visible) if exc.code == "unknown" else []
+            if elsewhere:
+                message = f"{shown!r} is in {', '.join(elsewhere)}, not in this set's scope {scope}"
+                exc = memory_ids.MemoryIdError(message, typed=token, code="elsewhere")
+            problems.append(exc)
             continue
-        if len(hex_digits) == 32:
-            matches = list(Memory.objects.filter(pk=uuid.UUID(hex_digits)).values_list("pk", "scope", "status"))
-        elif len(hex_digits) < SHORT_ID_MIN:
-            problems.append(f"{shown!r} is too short: give at least the {SHORT_ID_MIN} characters the pages show")
-            continue
+        if match.status != Memory.Status.ACTIVE:
+            message = f"{shown!r} is {match.status}: recall never returns it; restore it or expect another"
+            problems.append(memory_ids.MemoryIdError(message, typed=token, code="tombstoned"))
         else:
-            matches = list(
-                Memory.objects.filter(pk__startswith=_dashed(hex_digits)).values_list("pk", "scope", "status")
-            )
-        in_scope = [m for m in matches if m[1] == scope]
-        if len(in_scope) > 1:
-            some = ", ".join(str(pk)[:13] + "…" for pk, _, _ in in_scope[:3])
-            many = f"{len(in_scope)} memories of {scope} start with it ({some})"
-            problems.append(f"{shown!r} is ambiguous: {many}; give more characters")
-        elif in_scope:
-            [(pk, _, status)] = in_scope
-            if status != Memory.Status.ACTIVE:
-                problems.append(f"{shown!r} is {status}: recall never returns it; restore it or expect another")
-            else:
-                ids.append(str(pk))
-        elif matches:
-            elsewhere = sorted({m[1] for m in matches})
-            problems.append(f"{shown!r} is in {', '.join(elsewhere)}, not in this set's scope {scope}")
-        else:
-            problems.append(
-                f"no memory has the id {shown!r}" if len(hex_digits) == 32 else f"no memory's id starts with {shown!r}"
-            )
+            ids.append(str(match.id))
     return list(dict.fromkeys(ids)), problems
-
-
-def _dashed(hex_digits: str) -> str:
-    """A prefix of an id's 32 hex digits in the dashed form (8-4-4-4-12) PostgreSQL compares as text."""
-    parts, start = [], 0
-    for size in (8, 4, 4, 4, 12):
-        if start >= len(hex_digits):
-            break
-        parts.append(hex_digits[start : start + size])
-        start += size
-    return "-".join(parts)
 
 
 # --- labelled sets as golden queries -------------------------------------------------------------

@@ -37,6 +37,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
+from memoryui import memory_ids
 from memoryui.models import Memory
 from memoryui.reasons import Reason, codes_of
 from memoryui.reports import rounded
@@ -478,14 +479,21 @@ def _selector_picks(result, pending, considered, by_id, filtered) -> list[str] |
 
 
 def _pick_directly(result: RecallResult, parsed: heuristic.ParsedQuery) -> None:
-    """`select:<id>,<id>`: the memories named, in that order, if active in the scope."""
+    """`select:<id>,<id>`: the memories named (full ids or the short ids the pages show), in that
+    order, if active in the scope."""
     result.mode = "select"
     valid = []
     for raw in parsed.select_ids:
         try:
-            valid.append(str(uuid.UUID(raw)))
-        except ValueError:
-            result.notices.append(f"select: {raw!r} is not a memory id")
+            valid.append(str(memory_ids.resolve(raw, scopes=result.scope)))
+        except memory_ids.MemoryIdError as exc:
+            if exc.code != "unknown":
+                result.notices.append(f"select: {exc}")
+                continue
+            try:  # a full id of no memory here: said below, as one that is not active in the scope
+                valid.append(str(uuid.UUID(raw)))
+            except ValueError:
+                result.notices.append(f"select: {exc}")
     rows = {str(m.pk): m for m in Memory.objects.active().filter(pk__in=valid, scope=result.scope)}
     for pk in valid:
         memory = rows.get(pk)
@@ -537,15 +545,17 @@ def record_recall(result: RecallResult, *, actor: str) -> int:
 # --- why not recalled? ----------------------------------------------------------------------------
 
 
-def why_not(result: RecallResult, memory_id) -> list[tuple[str, str]]:
-    """The stages one memory went through in `result`, up to the one that dropped it: (stage, what happened)."""
+def why_not(result: RecallResult, memory_id, *, scopes: list[str] | None = None) -> list[tuple[str, str]]:
+    """The stages one memory went through in `result`, up to the one that dropped it: (stage, what happened).
+
+    `memory_id` is a full or short id (`memoryui.memory_ids`), of a memory in `scopes` (None: any);
+    tombstoned memories and those of other scopes are found, since being one is the answer.
+    """
     try:
-        pk = uuid.UUID(str(memory_id).strip())
-    except ValueError:
-        return [("memory", f"{str(memory_id)[:64]!r} is not a memory id.")]
-    memory = Memory.objects.filter(pk=pk).first()
-    if memory is None:
-        return [("memory", f"No memory has the id {pk}.")]
+        pk = memory_ids.resolve(str(memory_id), scopes=scopes)
+    except memory_ids.MemoryIdError as exc:
+        return [("memory", f"{exc}.")]
+    memory = Memory.objects.get(pk=pk)
     if memory.status != Memory.Status.ACTIVE:
         why = memory.tombstone_reason or "no reason given"
         return [("memory", f"It is tombstoned ({why}): only active memories are recalled.")]

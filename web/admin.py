@@ -29,7 +29,7 @@ from memoryui.models import (
     Transcript,
 )
 from memoryui.text import exact_time
-from recall.models import GoldenQuery, GoldenSet, RecallProfile, RecallTrace
+from recall.models import GoldenQuery, GoldenSet, RecallLogEntry, RecallProfile, RecallTrace
 from web.forms import GUARDED_JSON
 
 
@@ -297,6 +297,16 @@ class RecallTraceAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(RecallLogEntry)
+class RecallLogEntryAdmin(ReadOnlyAdmin):
+    """Written by recalls, pruned with agents' traces; read here."""
+
+    list_display = ("created_at", "memory_id", "query", "scope", "source", "profile_name", "trace")
+    list_filter = ("source",)
+    search_fields = ("query", "scope")
+    list_select_related = ("trace",)
 
 
 class GoldenQueryInline(admin.TabularInline):

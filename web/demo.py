@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from ingest import jsonl, writing
+from ingest import ingestion, jsonl, writing
 from memoryui.models import Memory
 
 DEMO_NAMESPACE = uuid.UUID("6d1f8a52-3c1e-4f0b-9a57-2f7c4b1e9d03")
@@ -191,8 +191,58 @@ FILTER_EXAMPLE_KEY = "ops:article-list-call-format"
 FILTER_EXAMPLE = {"q": "how do I call article-list-query", "scope": OPS, "tools": "mcp__ata__article-list-query"}
 
 
+# --- demo transcripts ---------------------------------------------------------------------
+# Two conversations for the Transcripts page, by their agents' own ids (posting one again adds
+# nothing): one finished, one that ends mid-call, an assistant tool call with no result (the agent
+# crashed), which the projection trims and shows as an open tool exchange.
+
+DEMO_TRANSCRIPTS: list[dict] = [
+    {
+        "id": "demo-onboarding",
+        "scope": ASSISTANT,
+        "title": "Onboarding: name, contact and the weekly meeting",
+        "messages": [
+            {"role": "user", "content": "你好，我叫李东升，叫我东升就行。我的手机号是 186 0000 1234。"},
+            {"role": "assistant", "content": "好的东升，记住了。还有什么需要我记下来的吗？"},
+            {"role": "user", "content": "记住：每周五下午四点开周会，会前准备好 GPU 利用率报表。"},
+            {"role": "assistant", "content": "",
+             "tool_calls": [{"id": "call-calendar-1", "name": "calendar::create_event",
+                             "arguments": '{"title": "周会", "rrule": "FREQ=WEEKLY;BYDAY=FR", "time": "16:00"}'}]},
+            {"role": "tool", "tool_call_id": "call-calendar-1", "content": '{"ok": true, "event_id": "ev-4471"}'},
+            {"role": "assistant", "content": "已经在日历里加了每周五 16:00 的周会，会前我会提醒你准备利用率报表。"},
+        ],
+    },
+    {
+        "id": "demo-gpu-node-17",
+        "scope": OPS,
+        "title": "gpu-node-17 keeps rebooting",
+        "messages": [
+            {"role": "user", "content": "gpu-node-17 keeps rebooting. Check the kernel log."},
+            {"role": "assistant", "content": "",
+             "tool_calls": [{"id": "call-logs-1", "name": "mcp__ops__fetch-logs",
+                             "arguments": '{"host": "gpu-node-17", "unit": "kernel", "lines": 200}'}]},
+            {"role": "tool", "tool_call_id": "call-logs-1",
+             "content": "NVRM: Xid 79, GPU has fallen off the bus. watchdog: BUG: soft lockup - CPU#12 stuck"},
+            {"role": "assistant", "content": "Xid 79: GPU 3 fell off the bus, which triggers the reboots. "
+             "Drain the node and reseat or replace the card."},
+            {"role": "user", "content": "Drain it and restart the inference service on the other nodes."},
+            {"role": "assistant", "content": "",
+             "tool_calls": [{"id": "call-drain-1", "name": "mcp__ops__drain-node",
+                             "arguments": '{"host": "gpu-node-17", "reason": "Xid 79"}'}]},
+        ],
+    },
+]  # fmt: skip
+
+
+def seed_transcripts() -> int:
+    """Store the demo transcripts; return how many were new."""
+    return sum(ingestion.ingest(transcript).created for transcript in DEMO_TRANSCRIPTS)
+
+
 def seed_clean() -> int:
-    """Write the clean store through the real write path; return how many memories were created."""
+    """Write the clean store through the real write path, with the demo transcripts; return how
+    many memories were created."""
+    seed_transcripts()
     existing = set(
         Memory.objects.filter(pk__in=[demo_id(key) for key, *_ in CLEAN_MEMORIES]).values_list("pk", flat=True)
     )

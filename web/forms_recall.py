@@ -7,7 +7,7 @@ from dataclasses import fields
 
 from django import forms
 
-from memoryui import rules
+from memoryui import memory_ids, rules
 from recall import golden
 from recall.knobs import RecallSettings
 from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile
@@ -72,7 +72,8 @@ class PlaygroundForm(forms.Form):
         label="Why not recalled?",
         required=False,
         max_length=64,
-        widget=forms.TextInput(attrs={"placeholder": "a memory id", "autocomplete": "off"}),
+        widget=forms.TextInput(attrs={"placeholder": "a memory id, e.g. 37ddb874", "autocomplete": "off"}),
+        help_text=f"a memory's id, or its first {memory_ids.SHORT_ID_MIN} characters as the pages show them",
     )
 
     def __init__(self, *args, **kwargs):
@@ -84,6 +85,17 @@ class PlaygroundForm(forms.Form):
 
     def clean_tools(self) -> list[str]:
         return split_list(self.cleaned_data["tools"])
+
+    def clean_why(self) -> str:
+        """The full id of the memory asked about, from its full or short id; tombstoned memories and
+        those of other scopes too: being one is the answer."""
+        typed = self.cleaned_data["why"].strip()
+        if not typed:
+            return ""
+        try:
+            return str(memory_ids.resolve(typed))
+        except memory_ids.MemoryIdError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_profile(self) -> RecallProfile:
         return RecallProfile.objects.resolve(self.cleaned_data.get("profile") or DEFAULT_PROFILE)
@@ -298,7 +310,8 @@ class GoldenSetForm(forms.ModelForm):
 
 
 class GoldenQueryForm(forms.ModelForm):
-    """One golden query. Expected memories by full or short id (as the pages show them), or `none`."""
+    """One golden query: the memories recall should return, by full or short id (as the pages show
+    them), or "Should stay silent" ticked; a blank list is never taken to mean silence."""
 
     tools_text = forms.CharField(
         label="Recent tools",
@@ -312,8 +325,13 @@ class GoldenQueryForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "5ab48963, 484be380", "autocomplete": "off"}),
         help_text=(
             f"memory ids, full or their first {golden.SHORT_ID_MIN} characters as the pages show them, "
-            f"comma- or line-separated; {golden.NOTHING} (or blank): recall should return nothing"
+            f"comma- or line-separated ({golden.NOTHING}: the same as ticking “Should stay silent”)"
         ),
+    )
+    silent = forms.BooleanField(
+        label="Should stay silent",
+        required=False,
+        help_text="recall should return nothing for this query (leave the expected memories blank)",
     )
 
     class Meta:
@@ -326,21 +344,41 @@ class GoldenQueryForm(forms.ModelForm):
     def __init__(self, *args, golden_set: GoldenSet, **kwargs):
         super().__init__(*args, **kwargs)
         self.golden_set = golden_set
+        self.says_nothing = False
 
     def clean_tools_text(self) -> list[str]:
         return split_list(self.cleaned_data["tools_text"])
 
     def clean_expected_text(self) -> list[str]:
-        ids, problems = golden.resolve_expected(split_list(self.cleaned_data["expected_text"]), self.golden_set.scope)
+        tokens = split_list(self.cleaned_data["expected_text"])
+        ids, problems = golden.resolve_expected(tokens, self.golden_set.scope)
         if problems:
-            raise forms.ValidationError(problems)
+            raise forms.ValidationError([str(problem) for problem in problems])
+        self.says_nothing = golden.says_nothing(tokens)
         return ids
+
+    def clean(self):
+        cleaned = super().clean()
+        if "expected_text" not in cleaned:
+            return cleaned  # its own error says what is wrong
+        silent = cleaned.get("silent") or self.says_nothing
+        if cleaned["expected_text"] and cleaned.get("silent"):
+            self.add_error(
+                "silent", "a query that should stay silent expects no memories: untick this or clear the list"
+            )
+        elif not cleaned["expected_text"] and not silent:
+            self.add_error(
+                "expected_text",
+                "list the memories recall should return, or tick “Should stay silent” if it should return nothing",
+            )
+        cleaned["silent"] = silent
+        return cleaned
 
     def save(self, commit: bool = True) -> GoldenQuery:
         query = super().save(commit=False)
         query.golden_set = self.golden_set
         query.tools = self.cleaned_data["tools_text"]
-        query.expected_ids = self.cleaned_data["expected_text"]
+        query.expected_ids = [] if self.cleaned_data["silent"] else self.cleaned_data["expected_text"]
         if commit:
             query.save()
         return query

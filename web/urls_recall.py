@@ -13,6 +13,7 @@ urlpatterns = [
     path("llm/", views_recall.llm_setup, name="llm_setup"),
     path("traces/", views_recall.trace_list, name="trace_list"),
     path("traces/save/", views_recall.trace_save, name="trace_save"),
+    path("traces/compare/", views_recall.trace_compare, name="trace_compare"),
     path("traces/<uuid:pk>/", views_recall.trace_detail, name="trace"),
     path("profiles/", views_recall.profile_list, name="profile_list"),
     path("profiles/new/", views_recall.profile_edit, name="profile_create"),

@@ -9,31 +9,37 @@ store's hygiene (duplicates, clean-up, undo) in `views_hygiene`.
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
+from datetime import date, datetime, time, timedelta
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, Paginator
-from django.db.models import DateTimeField
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.db.models import Count, DateTimeField
+from django.db.models.functions import TruncDate
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect
 from django.template import loader
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
 from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from api import rest
 from memoryui import background, roles, rules
 from memoryui.models import ApiToken, ConflictError, IndexOutbox, Memory, MemoryEvent
+from recall import explain
+from recall.models import RecallLogEntry
 from searchindex import health
 from searchindex.documents import IndexUnavailable
 from searchindex.fusion import LIMIT_MAX
-from searchindex.search import search
+from searchindex.search import Found, search
 from searchindex.tasks import rebuild_indexes, repair_indexes
-from web import access, shortcuts
+from web import access, scopes, shortcuts
 from web.filters import MemoryListFilterSet
 from web.forms import SORT_FIELDS, BulkActionForm, MemoryForm, TokenForm
 
@@ -100,7 +106,76 @@ def _index_panel(request: HttpRequest) -> dict:
     return context
 
 
+# The dashboard's chart: how many memories were created (imports too), recalled, tombstoned and
+# merged into per day, for the last CHART_DAYS days; each series a tuple of MemoryEvent actions.
+CHART_DAYS = 30
+CHART_SERIES = {
+    "created": (MemoryEvent.Action.CREATED, MemoryEvent.Action.IMPORTED),
+    "recalled": (MemoryEvent.Action.RECALLED,),
+    "tombstoned": (MemoryEvent.Action.TOMBSTONED,),
+    "merged": (MemoryEvent.Action.MERGED,),
+}
+
+
+def events_per_day(scope: str = "", *, days: int = CHART_DAYS, today: date | None = None) -> dict:
+    """Per day (in the current time zone) of the last `days` up to `today`, the count of each
+    CHART_SERIES in `scope` ("" for every scope): one grouped query, every day present."""
+    today = today or timezone.localdate()
+    first = today - timedelta(days=days - 1)
+    series_of = {action: name for name, actions in CHART_SERIES.items() for action in actions}
+    events = MemoryEvent.objects.filter(
+        created_at__gte=timezone.make_aware(datetime.combine(first, time.min)), action__in=list(series_of)
+    )
+    if scope:
+        events = events.filter(memory__scope=scope)
+    rows = events.order_by().annotate(day=TruncDate("created_at")).values_list("day", "action").annotate(n=Count("*"))
+    counts = {name: [0] * days for name in CHART_SERIES}
+    for day, action, n in rows:
+        index = (day - first).days
+        if 0 <= index < days:
+            counts[series_of[action]][index] += n
+    return {
+        "scope": scope,
+        "days": [(first + timedelta(days=offset)).isoformat() for offset in range(days)],
+        "series": counts,
+        "totals": {name: sum(values) for name, values in counts.items()},
+    }
+
+
+def _chart_scope(request: HttpRequest) -> str:
+    """The chart's scope: the address's `scope` (blank: every scope), else the one this person last
+    chose in the top bar, else every scope."""
+    raw = request.GET.get("scope")
+    if raw is None:
+        return scopes.chosen(request) or ""
+    try:
+        return rules.normalize_scope(raw) if raw.strip() else ""
+    except rules.ScopeError:
+        return ""
+
+
+def _chart_panel(request: HttpRequest) -> dict:
+    scope = _chart_scope(request)
+    chart, unavailable = shortcuts.load(lambda: events_per_day(scope))
+    names, _ = shortcuts.load(Memory.objects.scope_names)
+    context = {
+        "retry": shortcuts.retry(request, "#activity-chart"),
+        "unavailable": unavailable,
+        "chart": chart,
+        "scope": scope,
+        "scopes": sorted({*(names or []), *([scope] if scope else [])}),
+        "days": CHART_DAYS,
+    }
+    if chart:
+        context["empty"] = not any(chart["totals"].values())
+        context["rows"] = [
+            (day, [chart["series"][name][index] for name in CHART_SERIES]) for index, day in enumerate(chart["days"])
+        ][::-1]
+    return context
+
+
 DASHBOARD_PANELS = {
+    "activity-chart": ("memoryui/partials/activity_chart.html", _chart_panel),
     "stats-panel": ("memoryui/partials/stats.html", _stats_panel),
     "activity": ("memoryui/partials/activity.html", _activity_panel),
     "index-health": ("memoryui/partials/index_health.html", _index_panel),
@@ -183,6 +258,7 @@ def dashboard(request):
         request,
         "memoryui/dashboard.html",
         {
+            "chart_panel": _chart_panel(request),
             "stats_panel": _stats_panel(request),
             "activity_panel": _activity_panel(request),
             "index_panel": _index_panel(request),
@@ -277,21 +353,26 @@ def _search_results(filters: MemoryListFilterSet) -> tuple[dict | None, shortcut
     answered = {id(found) for found in result.results}
     return {
         "result": result,
-        "results": results,
+        "results": [_worded(found) for found in results],
         # Only strong matches are called relevant; weak ones and those under the floor are counted apart.
         "strong": sum(found.candidate.label == "strong" for found in results),
         "weak": sum(found.candidate.label == "weak" for found in results),
         "below": sum(filters.keeps(found.memory) for found in result.candidates if id(found) not in answered),
-        "below_floor": [found for found in result.below_floor if filters.keeps(found.memory)],
+        "below_floor": [_worded(found) for found in result.below_floor if filters.keeps(found.memory)],
         "filtered_out": sum(not filters.keeps(found.memory) for found in result.results),
         "text_url": reverse("memory_list") + "?" + urlencode({**filters.data.dict(), "match": "text"}),
     }, None
 
 
+def _worded(found: Found) -> dict:
+    """A search hit as the page shows it: its memory, its match in words, the numbers on demand."""
+    return {"memory": found.memory, "candidate": found.candidate, "match": explain.match_why(found.to_dict())}
+
+
 @shortcuts.login_required_htmx
 @require_GET
 def memory_list(request):
-    filters = MemoryListFilterSet(request.GET)
+    filters = MemoryListFilterSet(scopes.with_chosen(request))
     results = _results_panel(request, filters)
     if shortcuts.wants_fragment(request):
         return shortcuts.fragment(request, "memoryui/partials/memory_results.html", results)
@@ -377,7 +458,39 @@ def memory_action(request, pk, action: str):
         return shortcuts.unavailable(request, unavailable, target=target)
     if error:
         return shortcuts.refuse(request, error, status=error_status)
-    return shortcuts.render(request, "memoryui/partials/memory_row.html", {"memory": memory, "next_url": next_url})
+    # The page's messages say what was done (AlertsMiddleware); a row of the memory list also
+    # leaves it when it no longer passes its filters (then the message links the memory, whose
+    # page can undo it), and the list's count follows.
+    context = {"memory": memory, "next_url": next_url}
+    listing, _ = shortcuts.load(lambda: _list_after_action(request, memory, next_url))
+    if listing:
+        context.update(unlisted=not listing["listed"], count_page=listing["page"])
+    done = f"{ROW_ACTION_DONE[action]}: {memory.text[:80]}"
+    if context.get("unlisted"):
+        link = '{} <a class="alert-action" href="{}" data-left-list>Open it</a>'
+        done = format_html(link, done, memory.get_absolute_url())
+    messages.success(request, done)
+    return shortcuts.render(request, "memoryui/partials/memory_row.html", context)
+
+
+def _list_after_action(request: HttpRequest, memory: Memory, list_url: str) -> dict | None:
+    """For a row of the memory list at `list_url` (its filters): whether the memory is still
+    listed, and the list's page as it is now (its count). None for a row anywhere else (the
+    search's ranking, whose rows stay where they are ranked)."""
+    parts = urlsplit(list_url)
+    if parts.path != reverse("memory_list"):
+        return None
+    query = QueryDict(parts.query, mutable=True)
+    if "scope" not in query and scopes.chosen(request):
+        query["scope"] = scopes.chosen(request)  # as the list itself does (scopes.with_chosen)
+    filters = MemoryListFilterSet(query)
+    if not filters.is_valid() or filters.hybrid():
+        return None
+    paginator = Paginator(filters.qs.only("pk"), settings.MEMORYUI_LIST_PAGE_SIZE)
+    return {
+        "listed": filters.qs.filter(pk=memory.pk).exists(),
+        "page": paginator.get_page(filters.form.cleaned_data["page"] or 1),
+    }
 
 
 # --- detail, create, edit ---------------------------------------------------------------------
@@ -431,6 +544,34 @@ def _history_panel(request: HttpRequest, memory_id) -> dict:
     }
 
 
+RECALL_LOG_SIZE = 20
+RECALL_LOG_PAGE = 100
+
+
+def _recall_log_panel(request: HttpRequest, memory_id) -> dict:
+    """The memory's recall log (recall.models.RecallLogEntry), newest first: the latest
+    RECALL_LOG_SIZE entries, or with `?log=all` every entry kept, RECALL_LOG_PAGE a page."""
+    everything = request.GET.get("log") == "all"
+
+    def load() -> dict:
+        entries = RecallLogEntry.objects.filter(memory_id=memory_id)
+        if everything:
+            page = Paginator(entries, RECALL_LOG_PAGE).get_page(request.GET.get("page"))
+            return {"entries": list(page.object_list), "total": page.paginator.count, "page": page}
+        latest = list(entries[:RECALL_LOG_SIZE])
+        total = len(latest) if len(latest) < RECALL_LOG_SIZE else entries.count()
+        return {"entries": latest, "total": total, "page": None}
+
+    log, unavailable = shortcuts.load(load)
+    return {
+        "unavailable": unavailable,
+        "retry": shortcuts.reload(request),
+        "everything": everything,
+        "retention_days": settings.MEMORYUI_RECALL_RETENTION_DAYS,
+        **(log or {}),
+    }
+
+
 @shortcuts.login_required_htmx
 @require_GET
 def memory_detail(request, pk):
@@ -443,6 +584,7 @@ def memory_detail(request, pk):
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True) if memory else "",
         "labels": FIELD_LABELS,
         "history_panel": _history_panel(request, pk) if memory else None,
+        "recall_log": _recall_log_panel(request, pk) if memory else None,
         "next_url": request.get_full_path(),
     }
     return shortcuts.render(request, "memoryui/memory_detail.html", context)
@@ -474,7 +616,8 @@ def _form_page(request, form: MemoryForm, *, memory: Memory | None) -> HttpRespo
 @access.editor_required
 @require_http_methods(["GET", "POST"])
 def memory_create(request):
-    return _form_page(request, MemoryForm(request.POST or None), memory=None)
+    initial = {"scope": scopes.chosen(request)} if scopes.chosen(request) else None  # the page's scope
+    return _form_page(request, MemoryForm(request.POST or None, initial=initial), memory=None)
 
 
 @access.editor_required

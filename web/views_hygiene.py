@@ -25,9 +25,10 @@ from memoryui import rules
 from memoryui.background import BrokerError
 from memoryui.models import Memory, MemoryEvent, TaskRun
 from memoryui.text import ago, count, memories
-from web import access, shortcuts
+from web import access, scopes, shortcuts
 
 CLUSTERS_SHOWN = 100
+PREVIEW_EXAMPLES = 12  # notes a clean-up preview lists until the rest are asked for
 KEPT_APART_SHOWN = 20
 LAST_MERGE = "last_merge"  # the session's last approved merge, undone from the Duplicates page
 
@@ -40,8 +41,8 @@ def _scope_param(request: HttpRequest, source) -> tuple[str, str | None]:
     """The scope asked for (normalized) and, when it is not a valid scope, why."""
     raw = (source.get("scope") or "").strip()
     if not raw:
-        scopes = shortcuts.scope_choices()
-        return ("agent:main" if "agent:main" in scopes else (scopes[0] if scopes else "agent:main")), None
+        scope, unavailable = shortcuts.load(lambda: scopes.for_page(request))
+        return (scope if unavailable is None else "agent:main"), None
     try:
         return rules.normalize_scope(raw), None
     except rules.ScopeError as exc:
@@ -85,6 +86,8 @@ def _duplicates_context(request: HttpRequest, scope: str, threshold: float, *, e
         "default_threshold": default,
         "replay_min": dedup.REPLAY_RANGE[0],
         "replay_max": dedup.REPLAY_RANGE[1],
+        # Nothing looser to move the slider to: the empty state cannot say "move it down".
+        "at_loosest": threshold <= dedup.REPLAY_RANGE[0],
         "error": error,
         "page_url": _duplicates_url(scope, threshold),
     }
@@ -381,11 +384,16 @@ def cleanup_wizard(request):
     """Four steps, one at a time: preview (a dry run against the store as it is), apply (a task
     and one batch), undo. `?preview=1` shows the current step's dry run."""
     scope, error = _scope_param(request, request.GET)
-    context = _wizard_context(request, scope, error=error, preview=bool(request.GET.get("preview")))
+    preview, every_example = bool(request.GET.get("preview")), bool(request.GET.get("all"))
+    context = _wizard_context(request, scope, error=error, preview=preview, every_example=every_example)
     return shortcuts.page(request, "memoryui/cleanup.html", "memoryui/partials/cleanup_steps.html", context)
 
 
-def _wizard_context(request: HttpRequest, scope: str, *, error: str | None = None, preview: bool = False) -> dict:
+def _wizard_context(
+    request: HttpRequest, scope: str, *, error: str | None = None, preview: bool = False, every_example: bool = False
+) -> dict:
+    """The wizard's steps; with `preview`, the current step's dry run and PREVIEW_EXAMPLES of what
+    it would do to which notes (`every_example`: all of them)."""
     context = {"scope": scope, "scopes": shortcuts.scope_choices(), "error": error, "page_url": _cleanup_url(scope)}
     if error:
         return context
@@ -404,7 +412,9 @@ def _wizard_context(request: HttpRequest, scope: str, *, error: str | None = Non
         preview_summary=cleanup.describe(dry_run.step, dry_run.counts, backup=dry_run.backup, tense="preview")
         if dry_run
         else "",
-        examples=dry_run.examples(12) if dry_run else [],
+        examples=dry_run.examples(None if every_example else PREVIEW_EXAMPLES) if dry_run else [],
+        every_example_url=f"{_cleanup_url(scope)}&{urlencode({'preview': 1, 'all': 1})}",
+        every_example=every_example,
         stats=stats,
         notes=stats["by_kind"].get("note", 0),
         undoable=[s["batch"] for s in reversed(steps) if s["batch"]],

@@ -7,6 +7,7 @@ never ran) and the saved trace can be reopened any time later.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from urllib.parse import urlencode, urlsplit
 
@@ -17,8 +18,9 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import reswap
 
 from memoryui import roles
 from memoryui.background import BrokerError
@@ -26,14 +28,16 @@ from memoryui.models import Memory
 from recall import golden
 from recall.calibration import MIN_ANSWERABLE, MIN_QUERIES, MIN_UNANSWERABLE
 from recall.knobs import RecallSettings
-from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallProfile, RecallTrace
+from recall.models import DEFAULT_PROFILE, GoldenQuery, GoldenSet, RecallLogEntry, RecallProfile, RecallTrace
 from recall.pipeline import recall, why_not
 from recall.selector import SelectorConfig
 from recall.tasks import enqueue_calibration
+from searchindex.defaults import CALIBRATED
 from searchindex.documents import IndexUnavailable
 from searchindex.embeddings import EmbedderUnavailable, get_embedder
 from searchindex.search import SearchError
-from web import access, demo, shortcuts
+from web import access, demo, scopes, shortcuts
+from web.filters_traces import TraceListFilterSet
 from web.forms_recall import (
     KNOBS,
     CalibrateForm,
@@ -102,7 +106,7 @@ def _without_why(form: PlaygroundForm) -> str:
 @shortcuts.login_required_htmx
 @require_GET
 def playground(request: HttpRequest) -> HttpResponse:
-    form = PlaygroundForm(request.GET if "q" in request.GET else None, initial=_playground_initial())
+    form = PlaygroundForm(request.GET if "q" in request.GET else None, initial=_playground_initial(request))
     panel = _playground_panel(form)
     if shortcuts.wants_fragment(request):
         return shortcuts.fragment(request, "recall/partials/playground_result.html", panel)
@@ -110,9 +114,11 @@ def playground(request: HttpRequest) -> HttpResponse:
     return shortcuts.render(request, "recall/playground.html", context, status=400 if panel["invalid"] else 200)
 
 
-def _playground_initial() -> dict:
-    scopes = Memory.objects.scope_names(limit=1)
-    return {"scope": scopes[0] if scopes else "agent:main", "profile": DEFAULT_PROFILE}
+def _playground_initial(request: HttpRequest) -> dict:
+    """What the empty form shows: the scope its address names, else the session's (web.scopes)."""
+    asked = request.GET.get("scope", "").strip()
+    scope, unavailable = (asked, None) if asked else shortcuts.load(lambda: scopes.for_page(request))
+    return {"scope": scope if unavailable is None else "agent:main", "profile": DEFAULT_PROFILE}
 
 
 def _example() -> str | None:
@@ -160,9 +166,12 @@ def trace_save(request: HttpRequest) -> HttpResponse:
     trace = RecallTrace.create_from(
         payload["fields"], source="playground", actor=shortcuts.actor(request), profile=profile, note=note
     )
+    RecallLogEntry.objects.record_trace(trace)  # a saved run is the playground's logged recall
     url = trace.get_absolute_url()
     if shortcuts.wants_fragment(request):
-        return HttpResponseClientRedirect(url)
+        # The playground stays as it is (the run, the note); the page's messages link the trace.
+        messages.success(request, format_html('Trace saved. <a href="{}" data-saved-trace>Open the trace</a>', url))
+        return reswap(HttpResponse(), "none")
     messages.success(request, "Trace saved.")
     return redirect(url)
 
@@ -170,29 +179,112 @@ def trace_save(request: HttpRequest) -> HttpResponse:
 # --- traces -------------------------------------------------------------------------------------
 
 
+def _traces_panel(filters: TraceListFilterSet) -> dict:
+    """The page of traces the filters select, or what is wrong with the filters (each error is also
+    shown next to its field)."""
+    panel: dict = {
+        "page": None,
+        "unavailable": None,
+        "invalid": None,
+        "invalid_title": "These filters are not valid",
+        "clear_url": f"{reverse('recall:trace_list')}?scope=",
+    }
+    if not filters.is_valid():
+        form = filters.form
+        panel["invalid"] = [
+            f"{form.fields[name].label if name in form.fields else name}: {message}"
+            for name, errors in form.errors.items()
+            for message in errors
+        ]
+        return panel
+    panel["has_filters"] = filters.has_filters()
+    paginator = Paginator(filters.qs.defer("result", "knobs"), TRACE_PAGE_SIZE)
+
+    def load_page():
+        page = paginator.get_page(filters.form.cleaned_data["page"] or 1)
+        page.object_list = list(page.object_list)  # query here, inside the guard
+        return page
+
+    panel["page"], panel["unavailable"] = shortcuts.load(load_page)
+    return panel
+
+
 @shortcuts.login_required_htmx
 @require_GET
 def trace_list(request: HttpRequest) -> HttpResponse:
-    traces = RecallTrace.objects.defer("result", "knobs")
-    scope, source = request.GET.get("scope", "").strip(), request.GET.get("source", "").strip()
-    if scope:
-        traces = traces.filter(scope=scope)
-    if source in RecallTrace.Source.values:
-        traces = traces.filter(source=source)
-    page = Paginator(traces, TRACE_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {"page": page, "scope": scope, "source": source, "sources": RecallTrace.Source.values}
-    return shortcuts.render(request, "recall/trace_list.html", context)
+    """Saved traces, newest first, filtered by the GET parameters; two can be checked and compared."""
+    filters = TraceListFilterSet(scopes.with_chosen(request))
+    panel = _traces_panel(filters)
+    profiles, _ = shortcuts.load(lambda: list(RecallProfile.objects.values_list("name", flat=True)))
+    context = {"form": filters.form, "panel": panel, "scopes": shortcuts.scope_choices(), "profiles": profiles or []}
+    return shortcuts.render(request, "recall/trace_list.html", context, status=400 if panel["invalid"] else 200)
+
+
+def _rerun(trace: RecallTrace, **extra) -> str:
+    """The playground's address that runs `trace`'s recall again: same query, scope, tools, limit, profile."""
+    params = {"q": trace.query, "scope": trace.scope, "tools": ", ".join(trace.tools), "limit": trace.limit}
+    if trace.profile_id:
+        params["profile"] = trace.profile.name
+    return f"{reverse('recall:playground')}?{urlencode({**params, **extra})}"
 
 
 @shortcuts.login_required_htmx
 @require_GET
 def trace_detail(request: HttpRequest, pk) -> HttpResponse:
+    """A saved trace as the playground showed it, and "why not recalled?" answered from its candidates."""
     trace = get_object_or_404(RecallTrace, pk=pk)
-    rerun = {"q": trace.query, "scope": trace.scope, "tools": ", ".join(trace.tools), "limit": trace.limit}
-    if trace.profile_id:
-        rerun["profile"] = trace.profile.name
-    context = {"trace": trace, "run": trace.result, "rerun": rerun}
+    asked = request.GET.get("why", "").strip()[:64]
+    why = None
+    if asked:
+        stages, not_a_candidate = trace.why_not(asked)
+        rerun = _rerun(trace, why=not_a_candidate) if not_a_candidate else None
+        why = {"id": asked, "stages": stages, "rerun": rerun}
+    context = {
+        "trace": trace,
+        "run": trace.result,
+        "rerun_url": _rerun(trace),
+        "why": why,
+        "why_url": f"{trace.get_absolute_url()}?why=",
+    }
     return shortcuts.render(request, "recall/trace_detail.html", context)
+
+
+def _compared_traces(request: HttpRequest) -> tuple[RecallTrace, RecallTrace] | HttpResponse:
+    """The traces `a` and `b` name, or the error page saying what is wrong with them."""
+    title = "These traces cannot be compared"
+    pks = {}
+    for key in ("a", "b"):
+        raw = request.GET.get(key, "").strip()
+        if not raw:
+            return shortcuts.error_page(request, 400, title, f"{key}: missing; choose two traces in the trace list.")
+        try:
+            pks[key] = uuid.UUID(raw)
+        except ValueError:
+            return shortcuts.error_page(request, 400, title, f"{key}: {raw[:40]!r} is not a trace id.")
+    found = RecallTrace.objects.in_bulk(list(pks.values()))
+    for key, pk in pks.items():
+        if pk not in found:
+            return shortcuts.error_page(request, 404, "No such trace", f"{key}: no trace has the id {pk}.")
+    return found[pks["a"]], found[pks["b"]]
+
+
+@shortcuts.login_required_htmx
+@require_GET
+def trace_compare(request: HttpRequest) -> HttpResponse:
+    """Two traces side by side: what each ran with (the differences marked), outcome, latency, and the
+    two blocks, each memory marked when the other block lacks it."""
+    if "ids" in request.GET:  # the trace list's Compare form: the checked traces
+        ids = [pk for pk in request.GET.getlist("ids") if pk.strip()]
+        if len(ids) != 2:
+            message = f"Check exactly two traces to compare; {len(ids)} {'was' if len(ids) == 1 else 'were'} checked."
+            return shortcuts.error_page(request, 400, "Choose two traces", message)
+        return redirect(f"{reverse('recall:trace_compare')}?{urlencode({'a': ids[0], 'b': ids[1]})}")
+    traces = _compared_traces(request)
+    if isinstance(traces, HttpResponse):
+        return traces
+    a, b = traces
+    context = {"a": a, "b": b, "compared": a.compared_with(b)}
+    return shortcuts.render(request, "recall/trace_compare.html", context)
 
 
 # --- profiles -----------------------------------------------------------------------------------
@@ -216,8 +308,31 @@ def profile_list(request: HttpRequest) -> HttpResponse:
         embedder, problem = None, str(exc)
     else:
         problem = None
-    context = {"profiles": profiles, "active_embedder": embedder, "embedder_problem": problem}
+    for item in profiles:
+        item["tuned"] = _tuned_for(item["profile"], item["changed"], embedder)
+    context = {
+        "profiles": profiles,
+        "active_embedder": embedder,
+        "embedder_problem": problem,
+        "measured_on": sorted(CALIBRATED),
+    }
     return shortcuts.render(request, "recall/profile_list.html", context)
+
+
+def _tuned_for(profile: RecallProfile, changed: list, active: str | None) -> dict:
+    """What a profile's knobs were tuned for, in one consistent set of words: calibrated on golden
+    queries for an embedder; the built-in defaults (measured for the embedders in CALIBRATED, rescaled
+    for any other); or knobs set by hand, never calibrated."""
+    if profile.embedder:
+        return {
+            "how": "calibrated",
+            "embedder": profile.embedder,
+            "mismatch": bool(active) and profile.embedder != active,
+        }
+    family = (active or "").partition(":")[0]
+    if changed:
+        return {"how": "by hand"}
+    return {"how": "built-in", "rescaled": bool(active) and family not in CALIBRATED}
 
 
 @access.admin_required
@@ -239,13 +354,18 @@ def profile_edit(request: HttpRequest, name: str | None = None) -> HttpResponse:
 @access.role_required(roles.Role.EDITOR, unsafe_only=True)
 @require_http_methods(["GET", "POST"])
 def golden_list(request: HttpRequest) -> HttpResponse:
-    form = GoldenSetForm(request.POST or None)
+    scope = scopes.with_chosen(request).get("scope", "").strip()
+    form = GoldenSetForm(request.POST or None, initial={"scope": scope})
     if request.method == "POST" and form.is_valid():
         golden_set = form.save()
         return redirect(golden_set)
     sets = GoldenSet.objects.all()
+    others = 0
+    if scope:  # the page's scope (web.scopes) first; the other scopes' sets are one click away
+        others = sets.exclude(scope=scope).count()
+        sets = sets.filter(scope=scope)
     status = 400 if request.method == "POST" else 200
-    context = {"sets": sets, "form": form, "scopes": shortcuts.scope_choices()}
+    context = {"sets": sets, "form": form, "scopes": shortcuts.scope_choices(), "scope": scope, "others": others}
     return shortcuts.render(request, "recall/golden_list.html", context, status=status)
 
 

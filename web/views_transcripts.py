@@ -28,7 +28,7 @@ from memoryui.background import BrokerError
 from memoryui.models import TaskRun, Transcript
 from memoryui.models.transcripts import EXTERNAL_ID_MAX_LENGTH
 from memoryui.text import count
-from web import access, shortcuts
+from web import access, scopes, shortcuts
 from web.forms import TRANSCRIPT_EXAMPLE, PostedTranscript, TranscriptPostForm
 
 TRANSCRIPT_PAGE_SIZE = 50
@@ -56,7 +56,7 @@ def transcript_list(request):
             response[shortcuts.STATE_HEADER] = "invalid"  # app.js swaps it in, in place of the form
             return response
     transcripts = Transcript.objects.annotate(message_count=Count("messages")).order_by("-updated_at", "pk")
-    scope = request.GET.get("scope", "").strip()
+    scope = scopes.with_chosen(request).get("scope", "").strip()
     if scope:
         transcripts = transcripts.filter(scope=scope)
     page = Paginator(transcripts, TRANSCRIPT_PAGE_SIZE).get_page(request.GET.get("page"))

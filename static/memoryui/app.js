@@ -232,4 +232,104 @@
       fallBack();
     }
   });
+
+  // --- numbers popovers ----------------------------------------------------------------------
+
+  // A candidate's "numbers" (details[data-numbers]) are a native disclosure: Tab reaches the summary,
+  // Enter or Space opens and a second click closes it. Here: one is open at a time, Escape closes it
+  // (focus back on its summary) and so does a click outside it. In a table row
+  // (data-numbers="row") the open panel spans the row under the row's own content and the row
+  // grows to hold it, so it never covers the row below.
+  var NUMBERS = "details[data-numbers]";
+  var NUMBERS_GAP = 6;
+
+  function openNumbers() {
+    return Array.prototype.slice.call(document.querySelectorAll(NUMBERS + "[open]"));
+  }
+
+  function closeNumbers(details) {
+    details.open = false;  // its toggle event gives the row back its height
+  }
+
+  // How far down (px from the top of the page) a cell's content reaches; for the numbers' own cell,
+  // only its summary counts.
+  function contentBottom(cell) {
+    var summary = cell.querySelector(NUMBERS + " > summary");
+    if (summary) return summary.getBoundingClientRect().bottom;
+    var range = document.createRange();
+    range.selectNodeContents(cell);
+    var box = range.getBoundingClientRect();
+    return box.height ? box.bottom : 0;
+  }
+
+  function unplace(row) {
+    row.classList.remove("numbers-open");
+    row.style.removeProperty("--numbers-top");
+    Array.prototype.forEach.call(row.cells, function (cell) { cell.style.paddingBottom = ""; });
+  }
+
+  function placeInRow(details) {
+    var row = details.closest("tr");
+    var body = details.querySelector(".numbers-body");
+    if (!row || !body) return;
+    unplace(row);
+    row.classList.add("numbers-open");
+    var top = row.getBoundingClientRect().top;
+    var bottom = top;
+    Array.prototype.forEach.call(row.cells, function (cell) { bottom = Math.max(bottom, contentBottom(cell)); });
+    // A cell of an earlier row spanning this one (rowspan) counts where its content reaches into it.
+    var rowBox = row.getBoundingClientRect();
+    Array.prototype.forEach.call(row.parentNode.querySelectorAll("td[rowspan]"), function (cell) {
+      if (cell.parentNode === row) return;
+      var box = cell.getBoundingClientRect();
+      if (box.top >= rowBox.bottom || box.bottom <= rowBox.top) return;
+      var reach = contentBottom(cell);
+      if (reach > rowBox.top) bottom = Math.max(bottom, reach);
+    });
+    var panelTop = bottom - top + NUMBERS_GAP;
+    row.style.setProperty("--numbers-top", panelTop + "px");
+    var room = Math.max(0, panelTop + body.offsetHeight + NUMBERS_GAP - row.getBoundingClientRect().height);
+    for (var attempt = 0; attempt < 3; attempt++) {
+      Array.prototype.forEach.call(row.cells, function (cell) {
+        if (cell.rowSpan <= 1) cell.style.paddingBottom = room + "px";
+      });
+      var short = body.getBoundingClientRect().bottom + NUMBERS_GAP - row.getBoundingClientRect().bottom;
+      if (short <= 0.5) break;
+      room += short;
+    }
+  }
+
+  document.addEventListener("toggle", function (evt) {
+    var details = evt.target;
+    if (!details.matches || !details.matches(NUMBERS)) return;
+    if (details.open) {
+      openNumbers().forEach(function (other) { if (other !== details) closeNumbers(other); });
+      if (details.getAttribute("data-numbers") === "row") placeInRow(details);
+    } else {
+      var row = details.closest("tr.numbers-open");
+      if (row && !row.querySelector(NUMBERS + "[open]")) unplace(row);
+    }
+  }, true);
+
+  document.addEventListener("keydown", function (evt) {
+    if (evt.key !== "Escape" || evt.defaultPrevented) return;
+    var open = openNumbers();
+    if (!open.length) return;
+    open.forEach(closeNumbers);
+    var summary = open[open.length - 1].querySelector("summary");
+    if (summary) summary.focus();
+  });
+
+  document.addEventListener("click", function (evt) {
+    openNumbers().forEach(function (details) {
+      if (!details.contains(evt.target)) closeNumbers(details);
+    });
+  });
+
+  // The panel's height follows the row's width.
+  window.addEventListener("resize", function () {
+    openNumbers().forEach(function (details) {
+      if (details.getAttribute("data-numbers") === "row") placeInRow(details);
+    });
+  });
 })();

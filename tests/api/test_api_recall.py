@@ -1,9 +1,11 @@
-"""`POST /api/recall/` and `manage.py recall`: the pipeline's contract, errors, tokens, traces, profiles."""
+"""`POST /api/recall/` and `manage.py recall`: the pipeline's contract, errors, tokens, traces, profiles,
+and why a memory (by its full or short id) was not recalled."""
 
 from __future__ import annotations
 
 import io
 import json
+import uuid
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -175,3 +177,89 @@ def test_explain_gives_each_reason_as_its_code_beside_its_words(store, client, a
         if c["decision"] == "below_floor":
             assert {code["code"] for code in c["reason_codes"]} == {"floored"}
             assert [code["why"] for code in c["reason_codes"]] == c["label_reason_codes"]
+
+
+# Two memories of agent:main whose ids share their first 8 hex digits: a short id of them is ambiguous.
+TWIN_A = uuid.UUID("37ddb874-0bf0-438b-adb7-9fbd1fd55725")
+TWIN_B = uuid.UUID("37ddb874-77aa-4c1e-8a2b-000000000001")
+
+
+@pytest.fixture
+def twins(store, write) -> dict[str, Memory]:
+    return {
+        "a": write("Deploys go out on Thursdays.", kind="fact", id=TWIN_A),
+        "b": write("Staging is refreshed nightly.", kind="fact", id=TWIN_B),
+    }
+
+
+def error_of(response, status: int) -> dict:
+    assert response.status_code == status, response.content
+    error = response.json()["error"]
+    assert set(error) == {"code", "message", "details"}
+    return error
+
+
+def test_why_takes_a_short_id_and_follows_the_memory_to_the_stage_that_dropped_it(store, client, agent_token):
+    schema = store[SCHEMA]
+    body = {"query": "article-list-query", "scope": "main", "tools": ["mcp__ata__article-list-query"]}
+    answer = post(client, {**body, "why": str(schema.pk)[:8]}, **bearer(agent_token)).json()
+    stages = {stage["stage"]: stage["text"] for stage in answer["why"]}
+    assert stages["final"].startswith("filtered")
+    without = post(client, body, **bearer(agent_token)).json()
+    assert "why" not in without
+
+
+def test_why_finds_a_tombstoned_memory_since_that_is_the_reason(store, client, agent_token):
+    store[PHONE].tombstone("moved house", actor="test")
+    answer = post(client, {"query": "18600000000", "scope": "main", "why": str(store[PHONE].pk)[:8].upper()},
+                  **bearer(agent_token)).json()  # fmt: skip
+    assert answer["why"] == [
+        {"stage": "memory", "text": "It is tombstoned (moved house): only active memories are recalled."}
+    ]
+
+
+def test_an_ambiguous_or_malformed_why_is_400_naming_the_field_with_the_candidates(twins, client, agent_token):
+    ambiguous = post(client, {"query": "deploys", "scope": "main", "why": "37ddb874"}, **bearer(agent_token))
+    error = error_of(ambiguous, 400)
+    assert error["code"] == "invalid" and set(error["details"]) == {"why"}
+    [problem] = error["details"]["why"]
+    assert problem.startswith("'37ddb874' is ambiguous: 2 memories start with it: ")
+    assert "37ddb874-0 (agent:main) “Deploys go out on Thursdays.”" in problem
+    assert "37ddb874-7 (agent:main) “Staging is refreshed nightly.”" in problem
+    short = post(client, {"query": "deploys", "scope": "main", "why": "37ddb"}, **bearer(agent_token))
+    assert error_of(short, 400)["details"] == {
+        "why": ["'37ddb' is too short: give at least the 8 characters the pages show"]
+    }
+    told_apart = post(client, {"query": "deploys", "scope": "main", "why": "37ddb874-7"}, **bearer(agent_token))
+    assert told_apart.status_code == 200 and told_apart.json()["why"]
+
+
+def test_an_unknown_why_or_one_outside_the_tokens_scopes_is_404_naming_the_field(store, client, mallory_token):
+    hidden = str(store[PHONE].pk)
+    for why in (hidden, hidden[:8], "deadbeef"):
+        body = {"query": "escalation", "scope": "agent:other", "why": why}
+        error = error_of(post(client, body, **bearer(mallory_token)), 404)
+        assert error["code"] == "not_found" and set(error["details"]) == {"why"}
+        assert "agent:main" not in str(error) and PHONE not in str(error)
+
+
+def test_the_recall_command_explains_why_a_memory_given_by_its_short_id_was_not_recalled(store):
+    out = io.StringIO()
+    call_command("recall", "18600000000", "--scope", "main", "--why", str(store["other"].pk)[:8], stdout=out)
+    text = out.getvalue()
+    assert f"why not recalled {store['other'].pk}:" in text
+    assert "  scope: It is in scope agent:other; this recall ran in agent:main." in text
+    out = io.StringIO()
+    call_command("recall", "18600000000", "--scope", "main", "--why", str(store[SCHEMA].pk), "--json", stdout=out)
+    stages = json.loads(out.getvalue())["why"]
+    assert stages[0]["stage"] == "retrieval" and all(set(s) == {"stage", "text"} for s in stages)
+
+
+def test_the_recall_command_refuses_an_ambiguous_why_listing_the_candidates(twins):
+    with pytest.raises(CommandError) as refused:
+        call_command("recall", "deploys", "--scope", "main", "--why", "37ddb874", stdout=io.StringIO())
+    message = str(refused.value)
+    assert message.startswith("--why: '37ddb874' is ambiguous: 2 memories start with it")
+    assert "“Deploys go out on Thursdays.”" in message
+    with pytest.raises(CommandError, match="--why: no memory's id starts with 'deadbeef'"):
+        call_command("recall", "deploys", "--scope", "main", "--why", "deadbeef", stdout=io.StringIO())

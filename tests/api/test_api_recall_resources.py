@@ -233,7 +233,7 @@ def test_bad_expected_ids_are_400_naming_the_field_and_add_nothing(client, agent
     assert set(details) == {"expected_ids"}
     problems = " | ".join(details["expected_ids"])
     assert "'not-an-id' is not a memory id" in problems
-    assert f"{ids[1]} is in agent:other, not in this set's scope agent:main" in problems
+    assert f"{ids[1]!r} is in agent:other, not in this set's scope agent:main" in problems
     # Well-formed ids of no memory are a 404 naming them, as any unknown id is.
     unknown = assert_error(add_query(client, auth, set_id, query="x", expected_ids=ids[2:]), 404, "not_found")
     assert unknown["expected_ids"] == [f"no memory has the id {ids[2]}"]
@@ -241,6 +241,36 @@ def test_bad_expected_ids_are_400_naming_the_field_and_add_nothing(client, agent
     assert set(assert_error(blank, 400, "invalid")) == {"surprise"}
     assert set(assert_error(add_query(client, auth, set_id, query=""), 400, "invalid")) == {"query"}
     assert not GoldenQuery.objects.exists()
+
+
+def test_a_golden_query_expecting_nothing_says_so_with_silent_never_with_an_empty_list_alone(
+    client, agent_token, store
+):
+    auth = bearer(agent_token)
+    set_id = create_set(client, auth).json()["id"]
+    for body in ({}, {"expected_ids": []}, {"silent": False}):
+        details = assert_error(add_query(client, auth, set_id, query="quantum", **body), 400, "invalid")
+        assert details == {
+            "expected_ids": [
+                "list the memories recall should return, or send `silent: true` if it should return nothing"
+            ]
+        }
+    both = add_query(client, auth, set_id, query="quantum", silent=True, expected_ids=[str(store["phone"].pk)])
+    assert set(assert_error(both, 400, "invalid")) == {"silent"}
+    keyword = assert_error(add_query(client, auth, set_id, query="quantum", expected_ids=["none"]), 400, "invalid")
+    assert "send `silent: true`" in keyword["expected_ids"][0]
+    assert not GoldenQuery.objects.exists()
+    silent = add_query(client, auth, set_id, query="quantum", silent=True)
+    assert silent.status_code == 201 and silent.json()["silent"] is True and silent.json()["expected_ids"] == []
+    phone = add_query(client, auth, set_id, query="phone?", expected_ids=[str(store["phone"].pk)[:8]])
+    assert phone.status_code == 201, phone.content
+    assert phone.json()["silent"] is False and phone.json()["expected_ids"] == [str(store["phone"].pk)]
+    queries = client.get(f"/api/recall/golden/{set_id}/", **auth).json()["queries"]
+    assert [(q["query"], q["silent"]) for q in queries] == [("quantum", True), ("phone?", False)]
+    assert list(GoldenQuery.objects.order_by("pk").values_list("expected_ids", flat=True)) == [
+        [],
+        [str(store["phone"].pk)],
+    ]
 
 
 def test_a_token_only_sees_and_writes_golden_sets_of_its_scopes(client, agent_token, mallory_token, store):
@@ -290,7 +320,7 @@ def test_a_run_scores_a_profile_and_compares_it_without_changing_anything(client
     set_id = create_set(client, auth).json()["id"]
     phone = str(store["phone"].pk)
     phone_query = add_query(client, auth, set_id, query="18600000000", expected_ids=[phone]).json()["id"]
-    add_query(client, auth, set_id, query="quantum entanglement of photons", expected_ids=[])
+    add_query(client, auth, set_id, query="quantum entanglement of photons", silent=True)
     response = send(client, "post", f"/api/recall/golden/{set_id}/run/", {"compare": "silent"}, **auth)
     assert response.status_code == 200
     run = response.json()

@@ -11,13 +11,15 @@ from playwright.sync_api import expect
 from ingest import ingestion
 from ingest.tasks import enqueue_extraction
 from memoryui.models import ApiToken, Memory, TaskRun
-from recall.models import GoldenQuery, GoldenSet
+from recall.models import GoldenQuery, GoldenSet, RecallLogEntry, RecallTrace
+from recall.pipeline import recall
 from web import demo
 
 from .conftest import SCREENSHOTS
 from .looks import WIDTHS, sideways
 
 pytestmark = pytest.mark.e2e
+TOOL = "mcp__ata__article-list-query"
 
 
 TRANSCRIPT = {
@@ -40,6 +42,14 @@ def demo_store(indexes, alice, django_capture_on_commit_callbacks) -> dict[str, 
         run = enqueue_extraction(transcript, actor="user:alice", foreground=True)
     golden = GoldenSet.objects.create(name="ops basics", scope="agent:ops-bot")
     gotcha = Memory.objects.get(pk=demo.demo_id("ops:article-list-gotcha"))
+    # Two recalls an agent made, traced and logged as the API records them: the traces to filter
+    # and compare, the gotcha's recall log.
+    traces = []
+    for query, tools in (("how do I call article-list-query", [TOOL]), ("article-list-query page limit", [])):
+        result = recall(query, scope="agent:ops-bot", tools=tools, selector_config=None)
+        traces.append(RecallTrace.record(result, source="api", actor="token:ops agent"))
+        RecallLogEntry.objects.record_result(result, source="api", trace=traces[-1])
+    assert RecallLogEntry.objects.filter(memory_id=gotcha.pk).exists(), "the gotcha is in a block"
     GoldenQuery.objects.create(golden_set=golden, query="article-list-query page limit", expected_ids=[str(gotcha.pk)])
     GoldenQuery.objects.create(golden_set=golden, query="quantum entanglement", expected_ids=[])
     ApiToken.issue(user=alice, name="ops agent", scopes=["agent:ops-bot"])
@@ -47,7 +57,7 @@ def demo_store(indexes, alice, django_capture_on_commit_callbacks) -> dict[str, 
     return {
         "dashboard": "/",
         "memories": "/memories/?scope=agent:main&kind=note",
-        "memory": gotcha.get_absolute_url(),
+        "memory": gotcha.get_absolute_url(),  # with its recall log
         "memory-edit": f"{gotcha.get_absolute_url()}edit/",
         "memory-new": "/memories/new/",
         "import": "/memories/import/",
@@ -55,7 +65,11 @@ def demo_store(indexes, alice, django_capture_on_commit_callbacks) -> dict[str, 
         "playground": (
             "/recall/?q=how+do+I+call+article-list-query&scope=agent:ops-bot&tools=mcp__ata__article-list-query"
         ),
-        "traces": "/recall/traces/",
+        "traces": "/recall/traces/?scope=",
+        "traces-filtered": "/recall/traces/?q=article-list-query&source=api&outcome=answered&within=day",
+        "traces-compared": f"/recall/traces/compare/?a={traces[0].pk}&b={traces[1].pk}",
+        "trace": traces[0].get_absolute_url(),
+        "scopes": "/scopes/?next=/memories/",
         "profiles": "/recall/profiles/",
         "profile-new": "/recall/profiles/new/",
         "golden-sets": "/recall/golden/",
@@ -88,4 +102,18 @@ def test_every_page_fits_the_window_and_is_saved_for_a_look(signed_in, live_serv
         page.screenshot(path=str(SCREENSHOTS / f"every-page-{width}-{name}.png"), full_page=True)
         if sticking_out := sideways(page):
             overflowing[name] = sticking_out
+    # States a page is in after a click: the scope picker open (on the dashboard, with its chart),
+    # a trace's numbers open.
+    page.goto(f"{live_server.url}/")
+    expect(page.locator("[data-activity-chart] canvas").first).to_be_visible()
+    page.locator("[data-scope-picker] summary").click()
+    expect(page.locator("[data-scope-option]").first).to_be_visible()
+    page.screenshot(path=str(SCREENSHOTS / f"every-page-{width}-scope-picker-open.png"), full_page=True)
+    if sticking_out := sideways(page):
+        overflowing["scope-picker-open"] = sticking_out
+    page.goto(f"{live_server.url}{demo_store['trace']}")
+    page.locator("details[data-numbers] summary").first.click()
+    page.screenshot(path=str(SCREENSHOTS / f"every-page-{width}-trace-numbers-open.png"), full_page=True)
+    if sticking_out := sideways(page):
+        overflowing["trace-numbers-open"] = sticking_out
     assert overflowing == {}, f"pages that scroll sideways at {width} px: {overflowing}"

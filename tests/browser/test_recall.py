@@ -56,6 +56,7 @@ def test_a_playground_run_is_saved_as_a_trace_and_reopened(signed_in, live_serve
 
     page.locator("#trace-note").fill("the schema note must stay out")
     page.get_by_role("button", name="Save as trace").click()
+    page.locator("#alerts a[data-saved-trace]").click()  # the playground stays; the message links the trace
     page.wait_for_url(re.compile(r".*/recall/traces/[0-9a-f-]{36}/$"))
     trace = RecallTrace.objects.get()
     assert page.url == f"{live_server.url}/recall/traces/{trace.pk}/"

@@ -25,8 +25,12 @@ def test_searching_shows_ranked_results_with_why_and_the_plain_text_toggle(
     expect(results.locator('[data-state="search"]')).to_contain_text("relevant memor")
     expect(results.locator(".search-results tbody tr").first).to_have_id(f"row-{lucky.pk}")
     why = results.locator(f"#why-{lucky.pk}")
+    expect(why.locator('[data-why="label"]')).to_have_text("Strong match")
+    expect(why.locator('[data-why="sentence"]')).to_contain_text("it holds all of the query's words")
+    expect(why.locator('[data-why="bm25"]')).to_be_hidden()  # the numbers on demand
+    why.locator("[data-numbers] > summary").click()
     expect(why.locator('[data-why="bm25"]')).to_contain_text("covers 100% of the query")
-    expect(why.locator('[data-why="vector"]')).to_contain_text("vector")
+    expect(why.locator('[data-why="vector"]')).to_contain_text("similarity")
     screenshot("hybrid")
 
     page.locator("#id_q").fill("quantum entanglement")
@@ -61,5 +65,5 @@ def test_a_result_below_the_floor_is_collapsed_under_the_line_and_opens_on_click
 
     below.locator("summary.floor-line").click()
     expect(row).to_be_visible()
-    expect(below.locator(f'[data-below="{unrelated.pk}"]')).to_contain_text("below floor")
+    expect(below.locator(f'[data-below="{unrelated.pk}"] [data-why="label"]')).to_have_text("Below the floor")
     screenshot("floor-line-open")

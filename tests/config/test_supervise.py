@@ -13,7 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from config.supervise import alive
+import pytest
+
+from config.supervise import alive, children_of
 
 SUPERVISE = Path(__file__).resolve().parents[2] / "config" / "supervise.py"
 
@@ -108,3 +110,75 @@ def test_a_stop_signal_to_the_supervisor_alone_is_passed_on(tmp_path):
 
     assert supervisor.wait(timeout=60) == 128 + signal.SIGTERM
     assert wait_gone(worker) and wait_gone(pool)
+
+
+# The launcher `make run` starts honcho under (`supervise.py --launch -- …`), in a make recipe as the
+# Makefile has it. A "honcho": writes its pid, then on INT or TERM writes which, and exits as honcho
+# does after one (130 or 143).
+HONCHO = """
+import os, signal, sys, time
+out = sys.argv[1]
+def stop(signum, frame):
+    with open(out, "a") as f:
+        f.write(f"{signal.Signals(signum).name}\\n")
+    sys.exit(128 + signum)
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+with open(out, "w") as f:
+    f.write(f"{os.getpid()}\\n")
+time.sleep(600)
+"""
+
+
+def make_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    said = tmp_path / "honcho"
+    (tmp_path / "honcho.py").write_text(HONCHO)
+    (tmp_path / "Makefile").write_text(
+        f"run:\n\texec {sys.executable} {SUPERVISE} --launch -- {sys.executable} honcho.py {said}\n"
+    )
+    make = subprocess.Popen(
+        ["make", "-s", "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (said.exists() and said.read_text().endswith("\n")):
+        assert make.poll() is None, make.stdout.read()
+        assert time.monotonic() < deadline, "the stand-in for honcho never started"
+        time.sleep(0.05)
+    return make, said
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_a_stop_signal_to_make_alone_reaches_honcho_once_and_make_reports_no_error(tmp_path, stop):
+    make, said = make_run(tmp_path)
+    honcho = int(said.read_text().split()[0])
+
+    make.send_signal(stop)  # make's pid only: make passes a TERM on to its recipe, never an INT
+
+    assert make.wait(timeout=30) == -stop  # make ends of the signal it was sent, as make does
+    assert said.read_text().split()[1:] == [stop.name]  # told once
+    assert wait_gone(honcho)
+    output = make.stdout.read()
+    assert "make: ***" not in output and "Error" not in output, output
+
+
+def test_a_ctrl_c_to_the_whole_group_reaches_honcho_once(tmp_path):
+    make, said = make_run(tmp_path)
+
+    os.killpg(make.pid, signal.SIGINT)  # a terminal's Ctrl-C: make and the launcher both have it
+
+    assert make.wait(timeout=30) == -signal.SIGINT
+    assert said.read_text().split()[1:] == ["SIGINT"]
+    assert "Error 130" not in make.stdout.read()
+
+
+def test_honcho_is_stopped_when_the_launcher_is_killed(tmp_path):
+    make, said = make_run(tmp_path)
+    honcho = int(said.read_text().split()[0])
+    [launcher] = children_of(make.pid)
+
+    os.kill(launcher, signal.SIGKILL)
+
+    assert wait_gone(honcho)
+    assert said.read_text().split()[1:] == ["SIGTERM"]
+    make.wait(timeout=30)

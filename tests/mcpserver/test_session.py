@@ -74,7 +74,12 @@ def test_a_bad_choice_is_a_tool_error_naming_the_field_and_the_choices():
         ("remember", {"text": 5}, "text", "Input should be a valid string, got 5."),
         ("remember", {"kind": "fact"}, "text", "This field is required."),
         ("recall", {"query": "deploys", "recent_tools": "web.fetch"}, "recent_tools", "should be a valid list"),
-        ("get_memory", {"id": "not-a-uuid"}, "id", "'not-a-uuid' is not a memory id (a UUID)"),
+        (
+            "get_memory",
+            {"id": "not-a-uuid"},
+            "id",
+            "'not-a-uuid' is not a memory id (a full id, or its first 8 characters)",
+        ),
         ("list_memories", {"limit": 0}, "limit", "must be between 1 and 100, got 0"),
     ],
 )

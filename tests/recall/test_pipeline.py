@@ -209,11 +209,17 @@ def test_a_required_word_drops_the_memories_without_it(store):
 def test_select_picks_memories_directly_in_the_scope(store):
     phone, gotcha = store["The user's phone number is 18600000000."], store[GOTCHA]
     other = Memory.objects.get(scope="agent:other")
-    result = recall(f"select:{gotcha.pk},{phone.pk}, {other.pk},nonsense", scope="agent:main")
+    # Full ids, or the 8-character ids the pages show.
+    result = recall(f"select:{str(gotcha.pk)[:8]},{phone.pk}, {other.pk},nonsense", scope="agent:main")
     assert result.mode == "select"
     assert [c.id for c in result.selected] == [str(gotcha.pk), str(phone.pk)]
     assert f"select: no active memory {other.pk} in agent:main" in result.notices
-    assert "select: 'nonsense' is not a memory id" in result.notices
+    assert "select: 'nonsense' is not a memory id (a full id, or its first 8 characters)" in result.notices
+    # A short id of a memory in another scope names nothing here.
+    elsewhere = recall(f"select:{str(other.pk)[:8]}", scope="agent:main")
+    assert elsewhere.selected == [] and elsewhere.notices == [
+        f"select: no memory's id starts with '{str(other.pk)[:8]}'"
+    ]
 
 
 @pytest.mark.parametrize(("asked", "limit"), [(0, 1), (2, 2), (99, 20), (None, 5)])

@@ -1,6 +1,6 @@
 """The golden-set forms' rules: a query's expected memories by full id or by the 8-character short
-id the pages show, resolved within the set's scope; `none` for a query recall should stay silent on;
-every refusal names the id and why."""
+id the pages show, resolved within the set's scope; "Should stay silent" ticked (or `none`) for a
+query recall should stay silent on, never a blank list alone; every refusal names the id and why."""
 
 from __future__ import annotations
 
@@ -41,11 +41,36 @@ def add(golden_set: GoldenSet, expected: str, **data) -> GoldenQueryForm:
     )
 
 
-def test_none_means_recall_should_return_nothing(golden_set):
-    for spelling in ("none", "None", "  NONE ", ""):
+def test_none_is_the_same_as_ticking_should_stay_silent(golden_set):
+    for spelling in ("none", "None", "  NONE "):
         form = add(golden_set, spelling)
         assert form.is_valid(), form.errors
         assert form.save().expected_ids == []
+
+
+def test_ticking_should_stay_silent_with_nothing_listed_saves_a_query_expecting_nothing(golden_set):
+    form = add(golden_set, "", silent="on")
+    assert form.is_valid(), form.errors
+    assert form.save().expected_ids == []
+
+
+def test_a_blank_list_without_the_box_ticked_is_refused_on_the_expected_field(golden_set):
+    form = add(golden_set, "  ")
+    assert not form.is_valid()
+    assert form.errors == {
+        "expected_text": [
+            "list the memories recall should return, or tick “Should stay silent” if it should return nothing"
+        ]
+    }
+
+
+def test_the_box_ticked_with_memories_listed_is_refused_on_the_box(golden_set, memories):
+    form = add(golden_set, "484be380", silent="on")
+    assert not form.is_valid()
+    assert form.errors == {
+        "silent": ["a query that should stay silent expects no memories: untick this or clear the list"]
+    }
+    assert add(golden_set, "none", silent="on").is_valid()
 
 
 def test_none_together_with_ids_is_refused(golden_set, memories):
@@ -74,8 +99,11 @@ def test_an_ambiguous_short_id_is_refused_naming_the_memories_it_could_be(golden
     form = add(golden_set, "5ab48963")
     assert not form.is_valid()
     [problem] = form.errors["expected_text"]
-    assert problem.startswith("'5ab48963' is ambiguous: 2 memories of agent:main start with it (")
-    assert "5ab48963-0bf0…" in problem and "5ab48963-77aa…" in problem and problem.endswith("give more characters")
+    assert problem == (
+        "'5ab48963' is ambiguous: 2 memories of agent:main start with it: "
+        "5ab48963-0 “Deploys go out on Thursdays.”; 5ab48963-7 “The on-call hotline is 400-800-1234.”; "
+        "give more characters"
+    )
 
 
 def test_unknown_short_or_malformed_ids_and_other_scopes_are_refused_each_with_its_reason(golden_set, memories):
@@ -86,7 +114,7 @@ def test_unknown_short_or_malformed_ids_and_other_scopes_are_refused_each_with_i
         "'484b' is too short: give at least the 8 characters the pages show",
         "'nonsense' is not a memory id (a full id, or its first 8 characters)",
         "'9e0c11aa' is in agent:other, not in this set's scope agent:main",
-        f"no memory has the id '{uuid.UUID(int=7)}'",
+        f"no memory has the id {uuid.UUID(int=7)}",
     ]
 
 
@@ -113,6 +141,7 @@ def test_the_forms_label_their_fields_in_words():
         "note": "Note",
         "tools_text": "Recent tools",
         "expected_text": "Expected memories",
+        "silent": "Should stay silent",
     }
     assert [field.label for field in GoldenSetForm().fields.values()] == ["Name", "Scope", "Description"]
     assert "none" in GoldenQueryForm(golden_set=golden_set).fields["expected_text"].help_text

@@ -112,6 +112,19 @@ def test_a_run_is_saved_as_shown_and_reopens_from_the_trace_list(store, alice_cl
     assert re.search(r"<pre class=\"recall-block\" data-block>(.*?)</pre>", detail, re.S).group(1) in html
 
 
+def test_saving_over_htmx_keeps_the_playground_and_links_the_trace_in_the_messages(store, alice_client):
+    html = run(alice_client, q="article-list-query", tools="mcp__ata__article-list-query").content.decode()
+    payload = re.search(r'name="payload" value="([^"]+)"', html).group(1)
+    clicked = {**HX, "HTTP_X_MEMORYUI_REPLACE_ALERTS": "1"}
+    saved = alice_client.post("/recall/traces/save/", {"payload": payload, "note": "kept"}, **clicked)
+    trace = RecallTrace.objects.get()
+    assert saved.status_code == 200 and saved["HX-Reswap"] == "none"  # nothing on the page is replaced
+    assert "HX-Redirect" not in saved
+    alerts = saved.content.decode()
+    assert 'id="alerts"' in alerts and 'hx-swap-oob="true"' in alerts
+    assert f'Trace saved. <a href="{trace.get_absolute_url()}" data-saved-trace>Open the trace</a>' in alerts
+
+
 def test_a_forged_or_stale_payload_is_refused(store, alice_client):
     forged = signing.dumps({"fields": {}, "profile": None}, salt="another-salt")
     response = alice_client.post("/recall/traces/save/", {"payload": forged}, **HX)
@@ -152,7 +165,7 @@ def test_golden_sets_run_against_a_profile_and_compare_two(store, alice_client):
     assert b"&#x27;nonsense&#x27; is not a memory id" in bad.content and b"not in this set" in bad.content
     add = alice_client.post(url, {"query": "article-list-query escalation", "expected_text": str(store[ESCALATION].pk)})
     assert add.status_code == 302
-    alice_client.post(url, {"query": "quantum entanglement of photons", "expected_text": ""})
+    alice_client.post(url, {"query": "quantum entanglement of photons", "expected_text": "", "silent": "on"})
     assert GoldenQuery.objects.count() == 2
     RecallProfile.objects.create(
         name="nothing", knobs={"strong_margin": 2.0, "strong_coverage": 2.0, "agree_margin": 2.0}

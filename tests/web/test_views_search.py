@@ -41,8 +41,13 @@ def test_the_search_box_ranks_by_relevance_and_says_why(store, alice_client):
     first_row = above_the_line.split('<tr id="row-')[1]
     assert first_row.startswith(str(lucky.pk)), "the lucky number ranks first"
     why = html.split(f'id="why-{lucky.pk}"')[1].split("</tr>")[0]
-    assert "BM25 <b>#1</b>" in why and "covers 100% of the query" in why and "fused" in why
-    assert 'data-why="vector"' in why and '<span class="label label-strong">strong</span>' in why
+    words, numbers = why.split("<details")
+    assert '<span class="label label-strong" data-why="label">Strong match</span>' in words
+    assert "Found by " in words and "it holds all of the query&#x27;s words." in words
+    assert "BM25" not in words and "fused" not in words.lower(), "the arithmetic waits behind “numbers”"
+    assert "<summary" in numbers and "data-numbers" in numbers and " open" not in numbers.split(">")[0]
+    assert '<dd data-why="bm25">#1 · score' in numbers and "covers 100% of the query" in numbers
+    assert 'data-why="vector"' in numbers and 'data-why="fused"' in numbers
     assert "Answered: " in html
 
 

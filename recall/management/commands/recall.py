@@ -2,16 +2,19 @@
 
 python manage.py recall "how do I call article-list-query" --scope main --tools mcp__ata__article-list-query
 python manage.py recall "lucky number" --scope agent:main --profile strict --json
+python manage.py recall "lucky number" --scope agent:main --why 37ddb874
 """
 
 from __future__ import annotations
 
 from django.core.management.base import CommandError
+from django.db import transaction
 
+from memoryui import memory_ids
 from memoryui.management.base import ReportingCommand
 from memoryui.text import shorten
-from recall.models import RecallProfile, RecallTrace
-from recall.pipeline import recall, record_recall
+from recall.models import RecallLogEntry, RecallProfile, RecallTrace
+from recall.pipeline import recall, record_recall, why_not
 from searchindex.documents import IndexUnavailable
 from searchindex.search import SearchError
 
@@ -27,12 +30,24 @@ class Command(ReportingCommand):
         parser.add_argument("--profile", default=None, help="a recall profile's name (default: default)")
         parser.add_argument("--trace", action="store_true", help="save this recall as a trace")
         parser.add_argument(
+            "--why",
+            default=None,
+            metavar="ID",
+            help=f"why a memory was not recalled: its id, or its first {memory_ids.SHORT_ID_MIN} characters",
+        )
+        parser.add_argument(
             "--dry-run", action="store_true", help="do not count this as a recall (access counts stay as they are)"
         )
         parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
     def handle(self, *args, **options):
         scope = self.scope_option(options["scope"])
+        why = None
+        if options["why"] is not None:
+            try:  # any scope, tombstoned too: being one is the answer
+                why = memory_ids.resolve(options["why"])
+            except memory_ids.MemoryIdError as exc:
+                raise CommandError(f"--why: {exc}") from None
         try:
             profile = RecallProfile.objects.resolve(options["profile"])
         except RecallProfile.DoesNotExist:
@@ -51,15 +66,24 @@ class Command(ReportingCommand):
             raise CommandError(f"{'query' if exc.field == 'q' else exc.field}: {exc}") from None
         except IndexUnavailable as exc:
             raise CommandError(f"{exc}; run `manage.py reindex --verify` to check the indexes") from None
-        if not options["dry_run"]:
-            record_recall(result, actor="cli:recall")
         trace = (
             RecallTrace.record(result, source="cli", actor="cli:recall", profile=profile) if options["trace"] else None
         )
+        if not options["dry_run"]:
+            with transaction.atomic():
+                record_recall(result, actor="cli:recall")
+                RecallLogEntry.objects.record_result(result, source="cli", trace=trace)
+        stages = why_not(result, why) if why else None
         if options["json"]:
-            self.report({**result.to_dict(), "trace_id": str(trace.pk) if trace else None})
+            answer = {**result.to_dict(), "trace_id": str(trace.pk) if trace else None}
+            if stages is not None:
+                answer["why"] = [{"stage": stage, "text": text} for stage, text in stages]
+            self.report(answer)
             return
         self.stdout.write(self._describe(result, trace))
+        if stages is not None:
+            self.stdout.write(f"\nwhy not recalled {why}:")
+            self.stdout.write("\n".join(f"  {stage}: {text}" for stage, text in stages))
 
     def _describe(self, result, trace) -> str:
         tools = f" with tools {', '.join(result.tools)}" if result.tools else ""
