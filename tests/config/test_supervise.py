@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from config.supervise import alive, children_of
+from tests.signals import as_from_a_terminal
 
 SUPERVISE = Path(__file__).resolve().parents[2] / "config" / "supervise.py"
 
@@ -138,7 +139,7 @@ def make_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     )
     make = subprocess.Popen(
         ["make", "-s", "run"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + 30
     while not (said.exists() and said.read_text().endswith("\n")):

@@ -22,6 +22,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.test_worker_index_sync import ROOT, _environment, _manage, running_worker
+from tests.signals import as_from_a_terminal
 
 pytestmark = pytest.mark.e2e
 
@@ -70,6 +71,7 @@ class MakeRun:
             # -o: the virtualenv is installed already; everything else is `make run` as it is.
             ["make", "-o", ".venv/.installed", "run", "HOST=127.0.0.1", f"PORT={port}"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            preexec_fn=as_from_a_terminal,
         )  # fmt: skip
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
