@@ -44,7 +44,15 @@ class MomentField(forms.Field):
             raise ValidationError(
                 "%(value)r is not a date: use YYYY-MM-DD or YYYY-MM-DDTHH:MM", code="invalid", params={"value": text}
             )
-        return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+        moment = timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+        try:  # in UTC: PostgreSQL refuses offsets past ±15:59, which ISO 8601 (and Python) allow
+            return moment.astimezone(dt.UTC)
+        except OverflowError:  # 9999-12-31T23:00-05:00 is past the last moment there is
+            raise ValidationError(
+                "%(value)r is out of range: use a moment between the years 1 and 9999",
+                code="invalid",
+                params={"value": text},
+            ) from None
 
 
 class MomentFilter(django_filters.Filter):

@@ -77,3 +77,14 @@ def test_a_bad_filter_value_is_a_400_naming_it(client, agent_token):
     assert backwards.status_code == 400 and backwards.json()["error"]["details"]["until"] == [
         "must not be before since"
     ]
+
+
+def test_a_moment_with_any_offset_iso_allows_is_read_and_one_past_the_calendar_is_a_400(client, agent_token):
+    # PostgreSQL refuses offsets past ±15:59; ISO 8601 and Python allow up to ±23:59.
+    now = make_trace("deploy on fridays")
+    assert ids(client, agent_token, until="5799-11-18T02:16:02-18:52") == [str(now.pk)]
+    assert ids(client, agent_token, since="2000-01-01T00:00:00+23:59") == [str(now.pk)]
+    assert ids(client, agent_token, until="2000-01-01T00:00:00-23:59") == []
+    past = client.get("/api/recall/traces/", {"until": "9999-12-31T23:00:00-05:00"}, **bearer(agent_token))
+    assert past.status_code == 400
+    assert "out of range" in past.json()["error"]["details"]["until"][0]
