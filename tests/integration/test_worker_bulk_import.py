@@ -23,6 +23,13 @@ def _run(data_dir, task: str) -> tuple[str, int, int]:
         ).fetchone()
 
 
+def _error(data_dir, task: str) -> str:
+    """What a failed run said, to show beside the assertion."""
+    with sqlite3.connect(data_dir / "memoryui.sqlite3") as db:
+        row = db.execute("SELECT error, counts FROM memoryui_taskrun WHERE id = ?", (task.replace("-", ""),)).fetchone()
+    return f"error: {row[0]!r}, counts: {row[1]}"
+
+
 def test_a_background_import_is_embedded_by_the_workers(tmp_path):
     env = _environment(tmp_path, None)
     _manage(env, "migrate", "-v0")
@@ -43,7 +50,7 @@ def test_a_background_import_is_embedded_by_the_workers(tmp_path):
             assert worker.poll() is None, "the worker died"
             assert time.monotonic() < deadline, f"the embedding task is still {state}"
             time.sleep(0.5)
-        assert state == ("succeeded", COUNT, COUNT)
+        assert state == ("succeeded", COUNT, COUNT), _error(tmp_path, report["task"])
     verified = json.loads(_manage(env, "reindex", "--verify", "--json"))
     assert [(d["index"], d["ok"], d["entries"]) for d in verified["indexes"]] == [
         ("vector", True, COUNT),
