@@ -218,12 +218,13 @@ def picker(request: HttpRequest) -> HttpResponse:
     return shortcuts.render(request, "memoryui/scopes.html", {"panel": panel}, status=503 if unavailable else 200)
 
 
-def with_chosen(request: HttpRequest) -> QueryDict:
-    """The page's GET parameters with the session's scope filled in when the address names none
-    (a page that can show every scope: the memory list, transcripts)."""
+def with_chosen(request: HttpRequest, query: QueryDict | None = None) -> QueryDict:
+    """The page's GET parameters (or `query`, another page's) with the session's scope filled in
+    when they name none (a page that can show every scope: the memory list, transcripts)."""
+    query = request.GET if query is None else query
     scope = chosen(request)
-    if "scope" in request.GET or not scope:
-        return request.GET
-    query = request.GET.copy()
+    if "scope" in query or not scope:
+        return query
+    query = query.copy()
     query["scope"] = scope
     return query

@@ -480,10 +480,7 @@ def _list_after_action(request: HttpRequest, memory: Memory, list_url: str) -> d
     parts = urlsplit(list_url)
     if parts.path != reverse("memory_list"):
         return None
-    query = QueryDict(parts.query, mutable=True)
-    if "scope" not in query and scopes.chosen(request):
-        query["scope"] = scopes.chosen(request)  # as the list itself does (scopes.with_chosen)
-    filters = MemoryListFilterSet(query)
+    filters = MemoryListFilterSet(scopes.with_chosen(request, QueryDict(parts.query)))
     if not filters.is_valid() or filters.hybrid():
         return None
     paginator = Paginator(filters.qs.only("pk"), settings.MEMORYUI_LIST_PAGE_SIZE)
@@ -616,7 +613,8 @@ def _form_page(request, form: MemoryForm, *, memory: Memory | None) -> HttpRespo
 @access.editor_required
 @require_http_methods(["GET", "POST"])
 def memory_create(request):
-    initial = {"scope": scopes.chosen(request)} if scopes.chosen(request) else None  # the page's scope
+    scope = scopes.chosen(request)
+    initial = {"scope": scope} if scope else None  # the page's scope (web.scopes)
     return _form_page(request, MemoryForm(request.POST or None, initial=initial), memory=None)
 
 
