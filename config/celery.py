@@ -11,6 +11,7 @@ import sys
 from billiard import common as billiard_common
 from celery import Celery
 from celery.signals import celeryd_init, task_prerun, worker_process_init
+from sqlalchemy.exc import IntegrityError
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -55,12 +56,33 @@ def _exit_when_the_stop_is_swallowed(unraisable) -> None:
     sys.__unraisablehook__(unraisable)
 
 
+def queue_row_made_by_anyone(get_or_create):
+    """The embedded broker's look-up of a queue's row, made safe against another process.
+
+    kombu looks for the row, then inserts it when missing, under a lock that only holds within one
+    process. A command and a worker that both send to a new queue at once (an import sent while
+    the worker starts) race: the loser's insert fails on the name's unique index, kombu lets that
+    IntegrityError through with its session still in the failed transaction, and the send fails
+    ("not queued"). Here the loser rolls back and takes the row the winner made."""
+
+    def get_or_create_once_more_on_a_race(self, queue):
+        try:
+            return get_or_create(self, queue)
+        except IntegrityError:
+            self.session.rollback()
+            return get_or_create(self, queue)
+
+    get_or_create_once_more_on_a_race.__wrapped_get_or_create__ = get_or_create
+    return get_or_create_once_more_on_a_race
+
+
 if app.conf.broker_url.startswith("sqla+"):
     # The embedded broker polls its table; the default (1 s) would add a second to every
     # task. It must be set on the transport class: broker_transport_options go to SQLAlchemy.
     from kombu.transport import sqlalchemy as sqla_transport
 
     sqla_transport.Transport.polling_interval = 0.1
+    sqla_transport.Channel._get_or_create = queue_row_made_by_anyone(sqla_transport.Channel._get_or_create)
 
     @celeryd_init.connect
     def _drain_briefly(**kwargs) -> None:
