@@ -124,9 +124,7 @@ def test_the_dashboard_chart_is_drawn_with_its_numbers_in_a_table_and_switches_s
     page.evaluate("() => { document.querySelector('#activity-chart [data-drawn]').dataset.before = 'refresh'; }")
     page.locator("#chart-title + a").click()
     # Wait for the swapped-in chart, not the one drawn before the click.
-    page.wait_for_function(
-        "() => document.querySelector('#activity-chart [data-drawn]:not([data-before])') !== null"
-    )
+    page.wait_for_function("() => document.querySelector('#activity-chart [data-drawn]:not([data-before])') !== null")
     assert drawn_pixels(page) > 500
     page.locator(".chart-table > summary").click()
     assert table_totals(page) == ["2", "2", "1", "0"]
