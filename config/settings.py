@@ -357,6 +357,36 @@ MEMORYUI_CHROMA_CONNECT_TIMEOUT = env_float("MEMORYUI_CHROMA_CONNECT_TIMEOUT", 2
 MEMORYUI_CHROMA_TIMEOUT = env_float("MEMORYUI_CHROMA_TIMEOUT", 10.0)
 if not (MEMORYUI_CHROMA_CONNECT_TIMEOUT or 0) > 0 or not (MEMORYUI_CHROMA_TIMEOUT or 0) > 0:
     raise ImproperlyConfigured("MEMORYUI_CHROMA_CONNECT_TIMEOUT and MEMORYUI_CHROMA_TIMEOUT are seconds above 0")
+# The HNSW graph of each scope's vector collection: links per node (chromadb's max_neighbors), and
+# how wide the search is while building the graph and while answering a query. Wider finds more of
+# the true nearest neighbours and costs time: at 1M memories chromadb's own 16/100/100 found 0.54 of
+# the true top 10 in the biggest scope (bench/scale.py). M and ef_construction shape the graph, so
+# they apply when a collection is created (a rebuild, `manage.py reindex --full`); ef_search is set
+# on the collections when they are opened.
+CHROMA_HNSW_DEFAULT_M = 32
+CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION = 200
+CHROMA_HNSW_DEFAULT_EF_SEARCH = 200
+
+
+def env_int_within(name: str, default: int, low: int, high: int) -> int:
+    """A whole number from `low` to `high`; anything else stops the start, naming the variable."""
+    value = env_str(name).strip()
+    try:
+        number = int(value) if value else default
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ImproperlyConfigured(f"{name}={value!r}: a whole number from {low} to {high}")
+    return number
+
+
+MEMORYUI_CHROMA_HNSW_M = env_int_within("MEMORYUI_CHROMA_HNSW_M", CHROMA_HNSW_DEFAULT_M, 4, 100)
+MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = env_int_within(
+    "MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION", CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION, 10, 2000
+)
+MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int_within(
+    "MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROMA_HNSW_DEFAULT_EF_SEARCH, 10, 2000
+)
 # The BM25 index: `whoosh` (files under MEMORYUI_INDEX_DIR, the embedded default) or `postgres`
 # (a tsvector table in the database, written in each memory's own transaction; the default on
 # PostgreSQL, and only possible there).

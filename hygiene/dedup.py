@@ -40,7 +40,7 @@ from django.db import connection
 
 from ingest.extraction.l0_statements import l0_extract
 from memoryui import rules
-from memoryui.models import DistinctPair, Memory
+from memoryui.models import DistinctPair, IndexOutbox, Memory
 from memoryui.reports import Report
 from searchindex.documents import IndexUnavailable
 from searchindex.embeddings import EmbedderUnavailable
@@ -270,16 +270,21 @@ def text_entity_key(text: str) -> str | None:
 
 
 def passage_vectors(scope: str, memories: list) -> np.ndarray:
-    """Unit passage vectors of `memories`: from the vector index where it holds the current text,
-    embedded here otherwise. Raises IndexUnavailable / EmbedderUnavailable."""
+    """Unit passage vectors of `memories`: from the vector index where its entry is current,
+    embedded here otherwise. Raises IndexUnavailable / EmbedderUnavailable.
+
+    The index keeps no text to compare with: an entry is current unless the memory has a pending
+    outbox row (a change the index sync has not written yet)."""
     index = get_index("vector")
     stored = index.vectors(scope)
+    pending = IndexOutbox.objects.filter(memory_id__in=Memory.objects.filter(scope=scope).values("pk"))
+    behind = {_key(pk) for pk in pending.values_list("memory_id", flat=True)}
     vectors = np.zeros((len(memories), index.embedder.dim), dtype=np.float32)
     missing = []
     for row, memory in enumerate(memories):
         entry = stored.get(_dashed(_key(memory.pk)))
-        if entry is not None and entry[0] == memory.text:
-            vectors[row] = entry[1]
+        if entry is not None and _key(memory.pk) not in behind:
+            vectors[row] = entry
         else:
             missing.append(row)
     if missing:

@@ -422,6 +422,7 @@ def _as_copy(fields: dict, original: Memory) -> dict:
 
 def _apply_update(step: _Step, *, actor: str, batch: uuid.UUID, now: datetime) -> None:
     memory, changes = step.memory, dict(step.changes)
+    left = memory.scope
     reason = "re-imported with changes"
     if "scope" in changes:
         reason = f"re-imported with changes, moved from {memory.scope} to {changes['scope']} (--allow-move)"
@@ -434,7 +435,7 @@ def _apply_update(step: _Step, *, actor: str, batch: uuid.UUID, now: datetime) -
     if "updated_at" not in changes:
         changes["updated_at"] = memory.updated_at = now
     Memory.objects.filter(pk=memory.pk).update(**changes)
-    queue_index_sync([memory.pk])
+    queue_index_sync([memory.pk], moved_from={memory.pk: left} if memory.scope != left else None)
     memory.record("edited", actor=actor, before=before, after=after, reason=reason, batch=batch)
 
 

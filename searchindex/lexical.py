@@ -8,6 +8,14 @@ the caller rebuilds it; one that cannot be read raises `IndexUnavailable`, and `
 starts it over. Whoosh allows one writer at a time: writes are serialized per directory
 inside the process and wait (with backoff, bounded by `lock_timeout`) for writers in other
 processes; an update is applied or `IndexUnavailable` is raised, never dropped silently.
+
+Both BM25 indexes (this one and `searchindex.lexical_postgres`) rank the same way: by the score
+compared in millionths (`compared_score`), then by memory id, ascending, as the fusion breaks its
+own ties. A store holds many memories that score exactly alike (one template, one length), so the
+order of equal scores decides which of them make the top k; whoosh alone would keep the ones it
+happened to write first. The id is the tie-break rather than recency: it is in every entry
+already, so the order needs no new field, no layout change and no rebuild of either index, and
+the rerank after fusion weighs recency anyway (`searchindex.fusion`).
 """
 
 from __future__ import annotations
@@ -20,17 +28,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager, suppress
+from heapq import heappush, heapreplace
 from pathlib import Path
 
 from django.conf import settings
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential_jitter
+from whoosh import collectors, scoring
 from whoosh import index as whoosh_index
-from whoosh import scoring
 from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.filedb.structfile import StructFile
 from whoosh.query import AndMaybe, DefaultOr, Term
+from whoosh.util.numeric import byte_to_length
 
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
 from searchindex.tokens import concept_phrases, load_segmenter_for, normalize, tokenize
@@ -59,6 +69,18 @@ FIELD_BOOSTS = {"text": 1.0, "tags": 1.5, "entity_key": 2.5}
 # "too long" and lose to a passing mention in another memory's body.
 BM25_K1, BM25_B = 1.2, 0.75
 WEIGHTING = scoring.BM25F(B=BM25_B, K1=BM25_K1, entity_key_B=0.0, tags_B=0.0)
+# Scores are compared in millionths of a BM25 point. whoosh and PostgreSQL add a score's parts in
+# different orders, so the same score may come out of the two 1e-12 apart, which must not order two
+# memories. A matching memory scores from about 0.05 to a few dozen, so a millionth keeps four
+# significant digits or more: scores closer than that are equal for the ranking. Two scores that
+# round apart only because they straddle a half millionth (about once in a million pairs) are the
+# one disagreement left.
+SCORE_STEPS = 1_000_000
+# whoosh keeps each memory's text length in one byte: the token count rounded up to the next of
+# these 256 lengths (exact up to 10, then about 8% apart), and BM25 normalises by that. PostgreSQL
+# scores with the same lengths (`lexical_postgres`), or memories of 11 and 12 tokens would tie in
+# one index and not in the other.
+STORED_LENGTHS = tuple(byte_to_length(code) for code in range(256))
 
 _tokenize = tokenize  # MemoryTokenizer's `tokenize` argument (whoosh's name) hides the function
 
@@ -197,6 +219,62 @@ def _bm25_query(terms: list[str], frequencies: dict[str, int], total: int):
     return AndMaybe(union(rare), union(rest))
 
 
+def compared_score(score: float) -> int:
+    """The score as both BM25 indexes compare it: in millionths, rounded half up.
+
+    `lexical_postgres` computes the same float8 expression in SQL: floor(score * 1e6 + 0.5).
+    """
+    return math.floor(score * SCORE_STEPS + 0.5)
+
+
+class _TopWithTies(collectors.TopCollector):
+    """whoosh's top-k collector, keeping every entry whose compared score ties with the k-th.
+
+    whoosh's own collector keeps, of equal scores, the entries it met first (the lowest document
+    numbers, an accident of write order) and skips the blocks that can only tie with its k-th.
+    Here a block is skipped only below the k-th compared score, so `ranked` chooses among all the
+    tied entries by id. The cost is scoring the tied entries whoosh would have skipped and reading
+    the id of each entry at or above the k-th compared score.
+    """
+
+    def prepare(self, top_searcher, q, context):
+        super().prepare(top_searcher, q, context)
+        self.best: list[int] = []  # a min-heap of the k highest compared scores so far
+        self.kept: list[tuple[int, int]] = []  # (compared score, docnum) of entries that may be in the top k
+        self._prune_at = 4 * self.limit
+
+    def _collect(self, global_docnum, score):
+        self.total += 1
+        compared = compared_score(score)
+        best = self.best
+        if len(best) < self.limit:
+            heappush(best, compared)
+        elif compared > best[0]:
+            heapreplace(best, compared)
+        elif compared < best[0]:
+            return 0
+        self.kept.append((compared, global_docnum))
+        if len(best) == self.limit:
+            # One step below the k-th compared score: no raw score that rounds to it is skipped.
+            self.minscore = max((best[0] - 1) / SCORE_STEPS, 0.0)
+            if len(self.kept) > self._prune_at:
+                self.kept = [entry for entry in self.kept if entry[0] >= best[0]]
+                self._prune_at = max(4 * self.limit, 2 * len(self.kept))
+        return 0 - score
+
+    def ranked(self) -> list[tuple[int, str, int]]:
+        """The k best as (compared score, memory id, docnum): by compared score, then by id."""
+        line = self.best[0] if len(self.best) >= self.limit else None
+        stored_fields = self.top_searcher.stored_fields
+        entries = [
+            (compared, stored_fields(docnum)["id"], docnum)
+            for compared, docnum in self.kept
+            if line is None or compared >= line
+        ]
+        entries.sort(key=lambda entry: (-entry[0], entry[1]))
+        return entries[: self.limit]
+
+
 def _process_lock(path: Path) -> threading.RLock:
     """One lock per index directory, shared by every LexicalIndex of this process."""
     key = os.path.realpath(path)
@@ -318,7 +396,8 @@ class LexicalIndex:
         """The k best entries for `query` by BM25F, within `scopes` (None: every scope).
 
         The query is never parsed as whoosh syntax: its tokens, analyzed like the indexed text,
-        are OR-ed as plain terms over the text, entity key and tags.
+        are OR-ed as plain terms over the text, entity key and tags. Entries are ranked by their
+        compared score, then by id; a hit's score is its compared score (`compared_score`).
         """
         if k <= 0 or (scopes is not None and not scopes):
             return []
@@ -338,16 +417,21 @@ class LexicalIndex:
                 if not allowed:
                     return []  # (whoosh reads an empty filter as no filter at all)
             wanted = _bm25_query(terms, frequencies, searcher.doc_count_all())
-            results = searcher.search(wanted, limit=k, filter=allowed, terms=True)
+            top = _TopWithTies(k)
+            matched = collectors.TermsCollector(top)
+            searcher.search_with_collector(
+                wanted, matched if allowed is None else collectors.FilterCollector(matched, allow=allowed)
+            )
+            ranked = top.ranked()
             coverage = coverage_of(query, terms, weights)
             return [
                 Hit(
-                    id=hit["id"],
+                    id=memory_id,
                     rank=rank,
-                    score=float(hit.score),
-                    coverage=coverage({text.decode("utf-8") for _f, text in hit.matched_terms()}),
+                    score=compared / SCORE_STEPS,
+                    coverage=coverage({text.decode("utf-8") for _f, text in matched.docterms.get(docnum, ())}),
                 )
-                for rank, hit in enumerate(results, 1)
+                for rank, (compared, memory_id, docnum) in enumerate(ranked, 1)
             ]
 
     def _searcher(self):

@@ -16,13 +16,17 @@ behind the database, a rollback takes the entry with it, and every web and worke
 same one.
 
 Scoring is whoosh's BM25F (searchindex.lexical): per field, frequency × field boost, K1 = 1.2,
-length normalisation on the text only, summed over the query's terms with the inverse document
-frequency log(N / (df + 1)) + 1, where df counts the memories holding the term in any field.
+length normalisation on the text only (by the length whoosh keeps, rounded up to one of
+STORED_LENGTHS, over the average of the exact lengths, as whoosh does), summed over the query's
+terms with the inverse document frequency log(N / (df + 1)) + 1, where df counts the memories
+holding the term in any field.
 Candidates are the memories holding one of the query's rarer terms and, when the search is scoped,
 one of its scopes' lexemes, both matched in the GIN index, as in whoosh's common-terms query; the
 common terms only add their score there. Each candidate is scored from its arrays (`array_position`
-per query term: no unpacking, no grouping), and only the top k are sorted. The same coverage signal
-(Hit.coverage) goes to the answerability decision.
+per query term: no unpacking, no grouping), and only the top k are sorted: by the score compared in
+millionths, then by memory id, the order whoosh ranks in (`searchindex.lexical.compared_score`), so
+both indexes return the same k of many tied memories. The same coverage signal (Hit.coverage) goes
+to the answerability decision.
 
 Statistics (N, the average text length, each term's document frequency) are read with every
 search while the index holds fewer than STATS_EXACT_BELOW entries. Above that they are kept for
@@ -51,6 +55,8 @@ from searchindex.lexical import (
     BM25_K1,
     FIELD_BOOSTS,
     MAX_QUERY_TERMS,
+    SCORE_STEPS,
+    STORED_LENGTHS,
     TOKENIZER_VERSION,
     common_term_line,
     coverage_of,
@@ -108,8 +114,19 @@ def _saturated(frequency: float) -> float:
     return frequency * (BM25_K1 + 1) / (frequency + BM25_K1) if frequency else 0.0
 
 
+_LENGTHS = "'{" + ",".join(str(length) for length in STORED_LENGTHS) + "}'::int[]"
+# The text length whoosh would keep for the entry: the first of STORED_LENGTHS at least as long
+# (width_bucket counts the lengths below it, by binary search), the last one past the end.
+_STORED_LENGTH = f"({_LENGTHS})[least(width_bucket(e.text_length - 1, {_LENGTHS}), {len(STORED_LENGTHS) - 1}) + 1]"
+
+
 def _search_sql(terms: int) -> str:
-    """The candidates the selecting tsquery finds, each scored from its arrays; the best k."""
+    """The candidates the selecting tsquery finds, each scored from its arrays; the best k.
+
+    They are ordered by the compared score, floor(score * 1e6 + 0.5) in float8 as
+    `searchindex.lexical.compared_score` computes it, then by id: a uuid sorts byte by byte, as its
+    text (the id whoosh stores and the fusion compares) sorts character by character.
+    """
     positions = ", ".join(f"array_position(e.lexemes, %(term{n})s) AS p{n}" for n in range(terms))
     score = " + ".join(
         f"%(idf{n})s * coalesce(CASE WHEN c.text_frequencies[c.p{n}] > 0 THEN c.text_frequencies[c.p{n}] * "
@@ -119,17 +136,18 @@ def _search_sql(terms: int) -> str:
     matched = ", ".join(f"c.p{n}" for n in range(terms))
     # Every constant is float8: a bare literal is numeric in PostgreSQL, and numeric arithmetic
     # on each candidate cost more than the rest of its scoring (3x the search time at 100k).
-    norm = f"{BM25_K1}::float8 * ({1 - BM25_B}::float8 + {BM25_B}::float8 * e.text_length / %(avg)s::float8)"
+    norm = f"{BM25_K1}::float8 * ({1 - BM25_B}::float8 + {BM25_B}::float8 * {_STORED_LENGTH} / %(avg)s::float8)"
+    compared = f"floor(({score}) * {SCORE_STEPS}::float8 + 0.5::float8)"
     # OFFSET 0 keeps the candidates a subquery of their own, so each array_position runs once.
     return f"""
-        SELECT c.memory_id, {score} AS score, {matched}
+        SELECT c.memory_id, {compared} AS compared, {matched}
         FROM (
             SELECT e.memory_id, e.text_frequencies, e.field_scores, {norm} AS norm, {positions}
             FROM {TABLE} e
             WHERE e.tokens @@ %(selecting)s::tsquery
             OFFSET 0
         ) AS c
-        ORDER BY score DESC, c.memory_id
+        ORDER BY compared DESC, c.memory_id
         LIMIT %(k)s
     """
 
@@ -325,7 +343,8 @@ class PostgresLexicalIndex:
     # Reading
 
     def search(self, query: str, *, scopes: list[str] | None = None, k: int = 10) -> list[Hit]:
-        """The k best entries for `query` by BM25F, within `scopes` (None: every scope)."""
+        """The k best entries for `query` by BM25F, within `scopes` (None: every scope), ranked as
+        whoosh ranks them: by compared score, then by id. A hit's score is its compared score."""
         if k <= 0 or (scopes is not None and not scopes):
             return []
         terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
@@ -353,7 +372,7 @@ class PostgresLexicalIndex:
             Hit(
                 id=str(row[0]),
                 rank=rank,
-                score=float(row[1]),
+                score=row[1] / SCORE_STEPS,
                 coverage=coverage({term for term, position in zip(scored, row[2:], strict=True) if position}),
             )
             for rank, row in enumerate(rows, 1)

@@ -31,11 +31,15 @@ class SyncReport:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] | None = None) -> SyncReport:
+def sync_memories(
+    memory_ids: list[str], *, indexes: tuple[str, ...] | None = None, moved: dict[str, list[str]] | None = None
+) -> SyncReport:
     """Bring the index entries of these memories in line with the database.
 
     `indexes` defaults to those the outbox drains (an index kept in step by the write itself,
     the PostgreSQL lexical one, is already there); repair and rebuild name the ones they fix.
+    A memory that moved scope leaves the vector collections of the scopes its outbox row names,
+    and of those `moved` names (repair: where the index was found to hold it).
 
     Active memories are (re)indexed, anything else is removed. The outbox rows are cleared
     only for the work done here, and only if no newer change queued them again meanwhile: a
@@ -52,12 +56,16 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] | None = No
     gone = [str(pk) for pk in memory_ids if str(pk) not in active_ids]
     report = SyncReport(indexed=len(active), removed=len(gone))
     documents = _documents(active)
+    left: dict[str, list[str]] = {}
     if active and "vector" in indexes:
         _reuse_write_path_vectors(active)
+        left = _scopes_left(active_ids, moved or {})
     for name in indexes:
         try:
             index = get_index(name)
-            if documents:
+            if documents and name == "vector":
+                index.upsert(documents, moved=left)
+            elif documents:
                 index.upsert(documents)
             if gone:
                 index.delete(gone)
@@ -76,6 +84,16 @@ def sync_memories(memory_ids: list[str], *, indexes: tuple[str, ...] | None = No
     if "vector" in indexes:
         PendingVector.objects.filter(memory_id__in=memory_ids).delete()
     return report
+
+
+def _scopes_left(memory_ids: set[str], moved: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The scopes these memories moved out of, by id: those their outbox rows recorded, and `moved`."""
+    left = {pk: list(scopes) for pk, scopes in moved.items() if pk in memory_ids and scopes}
+    rows = IndexOutbox.objects.filter(memory_id__in=list(memory_ids)).exclude(moved_from_scopes=[])
+    for memory_id, scopes in rows.values_list("memory_id", "moved_from_scopes"):
+        pk = str(memory_id)
+        left[pk] = list(dict.fromkeys([*left.get(pk, []), *scopes]))
+    return left
 
 
 def _reuse_write_path_vectors(memories) -> None:

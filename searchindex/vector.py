@@ -49,7 +49,8 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +71,24 @@ from searchindex.embeddings import Embedder, EmbedderUnavailable, get_embedder
 
 __all__ = ["EmbedderMismatch", "VectorIndex", "collection_name"]
 
-BATCH = 256  # memories embedded and written per chromadb call
+# Memories written per chromadb call. A call costs ~5-50 ms whatever it holds, so calls of a few
+# memories are what makes writes slow (13 a call: 6x slower than 256); from 256 up, the HNSW
+# insertions dominate and the size hardly matters (bench/vector_writes.py --sweep: 184, 186, 179,
+# 181 memories/s at 256, 1000, 2000, 5000 on a loaded machine). Each call holds the write lock,
+# which a search waits for. Capped by the client's own limit (get_max_batch_size()).
+BATCH = 1000
+# Memories embedded at once before their vectors are written, grouped by scope: the embedder
+# batches on its own, and the window only bounds the vectors held in memory (~1.5 KB each).
+EMBED_BATCH = 10_000
 PAGE = 1000  # entries read per page by entries()
 LOCK_FILE = "memoryui.lock"
+# Neighbours asked of each scope's collection per search, of which the best k overall are kept.
+# chromadb's HNSW search explores max(ef_search, n_results) nodes and reports exact distances for
+# what it found, so asking for more is a wider search whose best k are at least as good; measured
+# in bench/vector_candidates.py.
+CANDIDATES = 50
+# What chromadb fills in for a collection created without them: the graph such a collection has.
+CHROMADB_HNSW_DEFAULTS = {"max_neighbors": 16, "ef_construction": 100, "ef_search": 100}
 
 # chromadb errors that mean "we called it wrongly": bugs, not an unavailable backend.
 _PROGRAMMING_ERRORS = (InvalidArgumentError, DuplicateIDError)
@@ -96,6 +112,35 @@ def collection_name(embedder_name: str, prefix: str = "memories") -> str:
     slug = re.sub(r"[^a-z0-9.]+", "-", embedder_name.lower()).strip("-.")[:48].strip("-.")
     digest = hashlib.sha256(embedder_name.encode()).hexdigest()[:8]
     return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
+
+
+def configured_hnsw() -> dict[str, int]:
+    """The HNSW settings a new collection gets, in chromadb's words (max_neighbors is M)."""
+    return {
+        "max_neighbors": settings.MEMORYUI_CHROMA_HNSW_M,
+        "ef_construction": settings.MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION,
+        "ef_search": settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH,
+    }
+
+
+def collection_hnsw(collection) -> dict[str, int]:
+    """The HNSW settings chromadb recorded for a collection."""
+    recorded = (collection.configuration_json or {}).get("hnsw") or {}
+    return {name: recorded.get(name, default) for name, default in CHROMADB_HNSW_DEFAULTS.items()}
+
+
+def _rebuild_needed(built: dict[str, dict], configured: dict[str, int]) -> str:
+    """What the graphs were built with when it is not the configured shape, in words; else ""."""
+    wanted = (configured["max_neighbors"], configured["ef_construction"])
+    shapes = Counter((graph["max_neighbors"], graph["ef_construction"]) for graph in built.values())
+    shapes.pop(wanted, None)
+    if not shapes:
+        return ""
+    found = " and ".join(
+        f"M={m}, ef_construction={ef}" + ("" if count == len(built) else f" ({count} of {len(built)} scopes)")
+        for (m, ef), count in sorted(shapes.items())
+    )
+    return f"built with {found}; settings say M={wanted[0]}, ef_construction={wanted[1]}: rebuild to apply"
 
 
 @dataclass
@@ -169,52 +214,87 @@ class VectorIndex:
 
     # --- writing -----------------------------------------------------------------------
 
-    def upsert(self, items: Sequence[IndexedMemory]) -> None:
+    def upsert(self, items: Sequence[IndexedMemory], *, moved: Mapping[str, Iterable[str]] | None = None) -> None:
         """Add or replace these memories (matched by id), each in its scope's collection.
 
-        A memory that moved to another scope leaves its old scope's collection.
+        An entry holds the vector and one metadata field, the fingerprint verify compares
+        (`content_hash`): no text and no filter fields, which chromadb would store and index on
+        every write for no reader (bench/vector_writes.py --parts).
+
+        `moved` names, by memory id, the scope or scopes a memory moved out of since it was last
+        written (the outbox row keeps them): it leaves those scopes' collections, and no other
+        collection is asked, so a write costs the same whatever the number of scopes. A move the
+        caller does not name leaves a stray entry that verify reports and repair removes.
         """
-        for start in range(0, len(items), BATCH):
-            batch = list({item.id: item for item in items[start : start + BATCH]}.values())
+        items = list({item.id: item for item in items}.values())
+        moved = moved or {}
+        for start in range(0, len(items), EMBED_BATCH):
+            window = items[start : start + EMBED_BATCH]
             # Embedding is the slow part: done before taking the index lock.
             with self._backend("embed memories"):
-                vectors = self.embedder.embed_passages([item.text for item in batch])
+                vectors = self.embedder.embed_passages([item.text for item in window])
             by_scope: dict[str, list[int]] = {}
-            for n, item in enumerate(batch):
+            left: dict[str, list[str]] = {}  # scope → ids that moved out of it
+            for n, item in enumerate(window):
                 by_scope.setdefault(item.scope, []).append(n)
-            with self._using("write to the index", write=True) as collections:
-                for scope, rows in by_scope.items():
-                    self._scope_collection(collections, scope, create=True).upsert(
-                        ids=[batch[n].id for n in rows],
-                        embeddings=vectors[rows],
-                        documents=[batch[n].text for n in rows],
-                        metadatas=[
-                            {
-                                "scope": batch[n].scope,
-                                "kind": batch[n].kind,
-                                "tier": batch[n].tier,
-                                "pinned": bool(batch[n].pinned),
-                                "content_hash": batch[n].content_hash,
-                            }
-                            for n in rows
-                        ],
-                    )
-                for scope, collection in list(collections.items()):
-                    elsewhere = [item.id for item in batch if item.scope != scope]
-                    if elsewhere:
-                        # Look before deleting: a lookup by id is much cheaper than a delete,
-                        # and almost always finds nothing (a memory rarely changes scope).
-                        moved = collection.get(ids=elsewhere, include=[])["ids"]
-                        if moved:
-                            collection.delete(ids=moved)
+                old = moved.get(item.id, ())
+                for scope in dict.fromkeys((old,) if isinstance(old, str) else old):
+                    if scope != item.scope:
+                        left.setdefault(scope, []).append(item.id)
+            batch = self._write_batch()
+            for scope, rows in by_scope.items():
+                for first in range(0, len(rows), batch):
+                    part = rows[first : first + batch]
+                    # One lock per call: a search can run between two batches of a long write.
+                    with self._using("write to the index", write=True) as collections:
+                        self._scope_collection(collections, scope, create=True).upsert(
+                            ids=[window[n].id for n in part],
+                            embeddings=vectors[part],
+                            metadatas=[{"content_hash": window[n].content_hash} for n in part],
+                        )
+            for scope, ids in left.items():
+                for first in range(0, len(ids), batch):
+                    with self._using("write to the index", write=True) as collections:
+                        collection = self._scope_collection(collections, scope, create=False)
+                        if collection is None:
+                            break
+                        collection.delete(ids=ids[first : first + batch])
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove these memories; ids the index does not hold are ignored."""
-        ids = [str(pk) for pk in ids]
-        for start in range(0, len(ids), BATCH):
+        ids = list(dict.fromkeys(str(pk) for pk in ids))
+        if not ids:
+            return
+        batch = self._write_batch()
+        for start in range(0, len(ids), batch):
             with self._using("delete from the index", write=True) as collections:
                 for collection in collections.values():
-                    collection.delete(ids=ids[start : start + BATCH])
+                    collection.delete(ids=ids[start : start + batch])
+
+    def scopes_holding(self, ids: Sequence[str]) -> dict[str, list[str]]:
+        """The scopes whose collections hold each of these ids (ids held nowhere are left out).
+
+        Asks every scope's collection: for repair, which must find entries left in a scope their
+        memory moved out of when no outbox row named it.
+        """
+        ids = list(dict.fromkeys(str(pk) for pk in ids))
+        found: dict[str, list[str]] = {}
+        if not ids:
+            return found
+        with self._using("read the index") as collections:
+            for scope, collection in collections.items():
+                for start in range(0, len(ids), PAGE):
+                    for pk in collection.get(ids=ids[start : start + PAGE], include=[])["ids"]:
+                        found.setdefault(pk, []).append(scope)
+        return found
+
+    def _write_batch(self) -> int:
+        """BATCH, or less when the chromadb client takes fewer records per call."""
+        limit = getattr(self, "_max_batch", None)
+        if limit is None:
+            with self._guard("ask the index its batch size", write=False):
+                limit = self._max_batch = self._connect().get_max_batch_size()
+        return max(1, min(BATCH, limit))
 
     def reset(self) -> None:
         """Drop the index (every scope's collection, of any embedder) and start empty."""
@@ -233,28 +313,26 @@ class VectorIndex:
 
     # --- reading -----------------------------------------------------------------------
 
-    def search(
-        self, query: str, *, scopes: list[str] | None = None, k: int = 10, where: dict | None = None
-    ) -> list[Hit]:
+    def search(self, query: str, *, scopes: list[str] | None = None, k: int = 10) -> list[Hit]:
         """The k memories nearest to `query`, best first; `scopes=None` searches every scope."""
         if k <= 0 or scopes == []:
             return []
         with self._backend("embed the query"):
             vector = self.embedder.embed_query(query)
-        return self.search_vector(vector, scopes=scopes, k=k, where=where)
+        return self.search_vector(vector, scopes=scopes, k=k)
 
-    def search_vector(
-        self, vector: np.ndarray, *, scopes: list[str] | None = None, k: int = 10, where: dict | None = None
-    ) -> list[Hit]:
+    def search_vector(self, vector: np.ndarray, *, scopes: list[str] | None = None, k: int = 10) -> list[Hit]:
         """Like `search` for a query the caller already embedded with `embedder.embed_query`.
 
-        `where` is an extra chromadb metadata filter (e.g. {"pinned": True}), ANDed with the scopes.
+        Each collection is asked for `max(k, CANDIDATES)` neighbours, a wider graph search than k
+        alone, and the best k of all of them are kept.
         """
         if k <= 0 or scopes == []:
             return []
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         if vector.shape[0] != self.embedder.dim:
             raise ValueError(f"query vector has dimension {vector.shape[0]}, the index {self.embedder.dim}")
+        asked = max(k, CANDIDATES)
         found: list[tuple[float, str]] = []
         with self._using("search the index") as collections:
             if self.url and scopes is not None and not set(scopes) <= collections.keys():
@@ -263,9 +341,7 @@ class VectorIndex:
                 collections = self._load_collections()
             wanted = collections if scopes is None else {s: collections[s] for s in scopes if s in collections}
             for collection in wanted.values():
-                result = collection.query(
-                    query_embeddings=[vector], n_results=k, where=where or None, include=["distances"]
-                )
+                result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
                 found.extend(zip(result["distances"][0], result["ids"][0], strict=True))
         found.sort()
         # chromadb's cosine space reports distance = 1 - cosine similarity.
@@ -317,19 +393,23 @@ class VectorIndex:
                     found[pk] = np.asarray(stored, dtype=np.float32)
         return found
 
-    def vectors(self, scope: str) -> dict[str, tuple[str, np.ndarray]]:
-        """Every entry of `scope` as id -> (the text it embeds, its vector), read page by page."""
-        found: dict[str, tuple[str, np.ndarray]] = {}
+    def vectors(self, scope: str) -> dict[str, np.ndarray]:
+        """Every entry of `scope` as id -> its vector, read page by page.
+
+        The index keeps no text: a caller that must know whether an entry embeds a memory's
+        current text asks the database (a memory with a pending outbox row may be behind).
+        """
+        found: dict[str, np.ndarray] = {}
         offset = 0
         while True:
             with self._using("read the index") as collections:
                 collection = collections.get(scope)
                 if collection is None:
                     return found
-                page = collection.get(include=["documents", "embeddings"], limit=PAGE, offset=offset)
+                page = collection.get(include=["embeddings"], limit=PAGE, offset=offset)
             embeddings = page["embeddings"] if page["embeddings"] is not None else []
-            for pk, text, vector in zip(page["ids"], page["documents"] or [], embeddings, strict=True):
-                found[pk] = (text or "", np.asarray(vector, dtype=np.float32))
+            for pk, vector in zip(page["ids"], embeddings, strict=True):
+                found[pk] = np.asarray(vector, dtype=np.float32)
             if len(page["ids"]) < PAGE:
                 return found
             offset += PAGE
@@ -339,17 +419,39 @@ class VectorIndex:
             return sum(collection.count() for collection in collections.values())
 
     def info(self) -> dict:
-        """What the dashboard shows: backend, location, embedder and size."""
-        with self._using("read the index") as collections:
-            scopes = len(collections)
+        """What the dashboard shows: backend, location, embedder, size and HNSW graphs (`hnsw()`)."""
+        hnsw = self.hnsw()
         return {
             "backend": "chromadb server" if self.url else "embedded chromadb",
             "url" if self.url else "path": self.location,
             "collection": self.collection_name,  # one per scope: this name + "--" + the scope
-            "scopes": scopes,
+            "scopes": len(hnsw["collections"]),
             "embedder": self.embedder.name,
             "dim": self.embedder.dim,
             "count": self.count(),
+            "hnsw": hnsw,
+        }
+
+    def hnsw(self) -> dict:
+        """The HNSW settings of each scope's collection beside the configured ones.
+
+        `configured`: M, ef_construction, ef_search from the settings, and the candidates a search
+        asks each collection for; `collections`: scope → the collection's own M, ef_construction,
+        ef_search and whether they are the configured ones; `matches`: all of them are;
+        `rebuild_needed`: "" or what differs, in words. M and ef_construction are the shape of a
+        built graph, so a collection keeps its own until a rebuild recreates it; ef_search is set
+        when the index is opened (a chromadb server applies it when it next loads the collection).
+        """
+        configured = configured_hnsw()
+        with self._using("read the index") as collections:
+            built = {scope: collection_hnsw(collection) for scope, collection in collections.items()}
+        for graph in built.values():
+            graph["matches"] = all(graph[name] == configured[name] for name in CHROMADB_HNSW_DEFAULTS)
+        return {
+            "configured": {**configured, "candidates": CANDIDATES},
+            "collections": built,
+            "matches": all(graph["matches"] for graph in built.values()),
+            "rebuild_needed": _rebuild_needed(built, configured),
         }
 
     def close(self) -> None:
@@ -518,10 +620,41 @@ class VectorIndex:
         return str(exc) or type(exc).__name__
 
     def _load_collections(self) -> dict:
-        """This embedder's collections by scope, checked against what the index recorded."""
+        """This embedder's collections by scope, checked against what the index recorded, each
+        with the configured ef_search (MEMORYUI_CHROMA_HNSW_EF_SEARCH).
+
+        chromadb searches a graph with the ef_search it had when the process loaded it, for as
+        long as the process keeps it (a server: until it restarts or drops it); a change of the
+        setting reaches the graph the next time it is loaded. The embedded index is reloaded
+        here at once: other processes reload anyway, as the database file changed. Setting it
+        writes the collection's record only, not its graph, which the shared lock allows.
+        """
         with self._lock:
             if self._collections is not None:
                 return self._collections
+            collections = self._open_collections()
+            if self._set_ef_search(collections) and not self.url:
+                directory = _directory(self.path)  # held by this thread: see _guard
+                _evict_system(self.path)
+                directory.generation += 1
+                self._client, self._generation = None, directory.generation
+                collections = self._open_collections()
+            self._collections = collections
+            return collections
+
+    def _set_ef_search(self, collections: dict) -> bool:
+        """Give each collection the configured ef_search; whether any had another."""
+        wanted = settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH
+        changed = False
+        for collection in collections.values():
+            if collection_hnsw(collection)["ef_search"] != wanted:
+                collection.modify(configuration={"hnsw": {"ef_search": wanted}})
+                changed = True
+        return changed
+
+    def _open_collections(self) -> dict:
+        """This embedder's collections by scope, checked against what the index recorded."""
+        with self._lock:
             client = self._connect()
             embedder = self.embedder
             collections = {}
@@ -552,17 +685,17 @@ class VectorIndex:
                         "rebuild it (`manage.py reindex --full`, or Rebuild on the dashboard)",
                     )
                 collections[metadata["scope"]] = client.get_collection(listed.name, embedding_function=None)
-            self._collections = collections
             return collections
 
     def _scope_collection(self, collections: dict, scope: str, *, create: bool):
-        """The collection of `scope`, created (and remembered) on first write."""
+        """The collection of `scope`, created (and remembered) on first write, its HNSW graph shaped
+        by the settings of that time (`configured_hnsw`)."""
         collection = collections.get(scope)
         if collection is None and create:
             embedder = self.embedder
             collection = self._connect().get_or_create_collection(
                 self.scope_collection_name(scope),
-                configuration={"hnsw": {"space": "cosine"}},
+                configuration={"hnsw": {"space": "cosine", **configured_hnsw()}},
                 metadata={"embedder": embedder.name, "dim": embedder.dim, "scope": scope},
                 embedding_function=None,
             )

@@ -37,6 +37,7 @@ from recall.models import RecallLogEntry
 from searchindex import health
 from searchindex.documents import IndexUnavailable
 from searchindex.fusion import LIMIT_MAX
+from searchindex.indexes import get_index
 from searchindex.search import Found, search
 from searchindex.tasks import rebuild_indexes, repair_indexes
 from web import access, scopes, shortcuts
@@ -103,7 +104,18 @@ def _index_panel(request: HttpRequest) -> dict:
         context["last_verify"] = health.summary(status.last_verify) if status.last_verify else ""
         context["last_check"] = health.summary(status.last_check) if status.last_check else ""
         context["mismatch"] = next((i.mismatch for i in status.indexes if i.mismatch), None)
+        context["hnsw"] = _vector_hnsw(status)
     return context
+
+
+def _vector_hnsw(status: health.Health) -> dict | None:
+    """The vector index's HNSW graphs beside the settings (`VectorIndex.hnsw`), when it answered."""
+    if not any(index.name == "vector" and not index.error for index in status.indexes):
+        return None
+    try:
+        return get_index("vector").hnsw()
+    except IndexUnavailable:
+        return None
 
 
 # The dashboard's chart: how many memories were created (imports too), recalled, tombstoned and

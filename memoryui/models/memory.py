@@ -224,10 +224,24 @@ class Memory(models.Model):
             kwargs["update_fields"] = {*update_fields, "content_hash", "updated_at"}
         self.updated_at = timezone.now()
         super().save(*args, **kwargs)
-        queue_index_sync([self.pk], memories=[self])
+        moved_from = None
+        if update_fields is None or "scope" in update_fields:
+            left = self.__dict__.get("_stored_scope")
+            if left is not None and left != self.scope:
+                moved_from = {self.pk: left}
+            self._stored_scope = self.scope
+        queue_index_sync([self.pk], memories=[self], moved_from=moved_from)
 
     def get_absolute_url(self) -> str:
         return reverse("memory_detail", args=[self.pk])
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        memory = super().from_db(db, field_names, values)
+        # The scope the database holds: a save that changes it tells the outbox which scope the
+        # memory left, so the vector index removes it from that scope's collection only.
+        memory._stored_scope = memory.__dict__.get("scope")
+        return memory
 
     # --- history -----------------------------------------------------------------------
 

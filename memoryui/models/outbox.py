@@ -42,6 +42,11 @@ class IndexOutbox(models.Model):
     # before the import answered): the sweep and the syncs of other writes leave it to that run
     # while it runs. A newer change of the memory clears it (the row is then an ordinary one).
     run = models.ForeignKey(TaskRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The scopes the memory moved out of since its entries were last synced: the vector index keeps
+    # one collection per scope, and the sync removes the memory from these ones only instead of
+    # asking every scope's collection for it. Every one is kept, not only the first: a sync that
+    # ran between two moves may have left the memory in the middle scope.
+    moved_from_scopes = models.JSONField(decoder=StoredJSONDecoder, default=list, blank=True)
 
     class Meta:
         verbose_name = "index outbox entry"
@@ -167,11 +172,12 @@ outbox_committed = Signal()
 index_entries_due = Signal()
 
 
-def queue_index_sync(memory_ids, *, memories=None) -> None:
+def queue_index_sync(memory_ids, *, memories=None, moved_from: dict | None = None) -> None:
     """Record in the outbox that these memories' index entries must be refreshed; announce them after commit.
 
     `memories`, the saved Memory objects of these ids when the caller has them, spare an index
-    written in this transaction from reading them back.
+    written in this transaction from reading them back. `moved_from` maps the id of a memory whose
+    scope this change moved to the scope it left: the row keeps it until the sync is done.
     """
     ids = [uuid.UUID(str(pk)) for pk in memory_ids]
     if not ids:
@@ -183,6 +189,8 @@ def queue_index_sync(memory_ids, *, memories=None) -> None:
         unique_fields=["memory_id"],
         update_fields=["queued_at", "run"],
     )
+    if moved_from:
+        _record_moves({uuid.UUID(str(pk)): scope for pk, scope in moved_from.items() if scope})
     index_entries_due.send(sender=IndexOutbox, memory_ids=[str(pk) for pk in ids], memories=memories)
     held = getattr(_held, "current", None)
     if held is not None:
@@ -200,6 +208,20 @@ def queue_index_sync(memory_ids, *, memories=None) -> None:
     # robust: a receiver that fails (a broker that is down) must not turn a committed change
     # into an error page; the outbox row stays and `reindex` (or the next sync) finishes the work.
     transaction.on_commit(_OutboxCommitted([str(pk) for pk in ids]), robust=True)
+
+
+def _record_moves(moved_from: dict[uuid.UUID, str]) -> None:
+    """Add each memory's old scope to its outbox row's `moved_from_scopes` (rows just written).
+
+    Moves are rare, so a row at a time: the list grows by merging with what the row already
+    holds, which one bulk statement cannot do on both databases.
+    """
+    with transaction.atomic():
+        for row in IndexOutbox.objects.select_for_update().filter(memory_id__in=list(moved_from)):
+            scope = moved_from[row.memory_id]
+            if scope not in row.moved_from_scopes:
+                row.moved_from_scopes = [*row.moved_from_scopes, scope]
+                row.save(update_fields=["moved_from_scopes"])
 
 
 class _OutboxCommitted:

@@ -122,7 +122,7 @@ def test_an_unavailable_vector_index_is_retried_and_the_batch_lands(
     vector = get_index("vector")
     upsert = vector.upsert
 
-    def unavailable(items):
+    def unavailable(items, **options):
         raise IndexUnavailable("vector", "disk full for a moment")
 
     monkeypatch.setattr(vector, "upsert", unavailable)
@@ -150,7 +150,7 @@ def test_a_batch_that_fails_for_good_is_recorded_and_its_memories_are_left_to_th
     upsert = vector.upsert
     monkeypatch.setattr(tasks, "EMBED_BATCH", 4)
 
-    def broken(items):
+    def broken(items, **options):
         raise ValueError("a bug in the embedder")
 
     monkeypatch.setattr(vector, "upsert", broken)
