@@ -196,6 +196,7 @@ class VectorIndex:
         self._collections: dict[str, object] | None = None  # scope → its collection
         self._generation = -1
         self._lock = threading.RLock()
+        self._max_batch: int | None = None  # the client's limit of records per call, asked once
 
     @property
     def location(self) -> str:
@@ -290,7 +291,7 @@ class VectorIndex:
 
     def _write_batch(self) -> int:
         """BATCH, or less when the chromadb client takes fewer records per call."""
-        limit = getattr(self, "_max_batch", None)
+        limit = self._max_batch
         if limit is None:
             with self._guard("ask the index its batch size", write=False):
                 limit = self._max_batch = self._connect().get_max_batch_size()
