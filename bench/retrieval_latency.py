@@ -92,6 +92,7 @@ from searchindex.anchors import anchor_similarities, script_of  # noqa: E402
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from searchindex.embeddings import Embedder, get_embedder  # noqa: E402
 from searchindex.fusion import CandidateInfo, RetrievalSettings, rrf  # noqa: E402
+from searchindex.health import REBUILD_CHUNK  # noqa: E402
 from searchindex.search import Retrieval, rank, search  # noqa: E402
 from searchindex.tokens import tokenize  # noqa: E402
 from searchindex.vector import VectorIndex  # noqa: E402
@@ -241,16 +242,16 @@ def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> No
     vector_index.reset()
     lexical_index.reset()
     vector_s = lexical_s = 0.0
-    for start in range(0, n, search_indexes.CHUNK):
-        documents = [IndexedMemory.from_memory(memory) for memory in memories[start : start + search_indexes.CHUNK]]
+    for start in range(0, n, REBUILD_CHUNK):
+        documents = [IndexedMemory.from_memory(memory) for memory in memories[start : start + REBUILD_CHUNK]]
         t0 = time.perf_counter()
         vector_index.upsert(documents)
         t1 = time.perf_counter()
         lexical_index.upsert(documents)
         vector_s += t1 - t0
         lexical_s += time.perf_counter() - t1
-        if (start // search_indexes.CHUNK) % 20 == 19:
-            print(f"  indexed {start + search_indexes.CHUNK}/{n}", file=sys.stderr)
+        if (start // REBUILD_CHUNK) % 4 == 3:
+            print(f"  indexed {min(start + REBUILD_CHUNK, n)}/{n}", file=sys.stderr)
     vector_index.close()
     print(f"  chromadb upserts {vector_s:.0f} s, whoosh upserts {lexical_s:.0f} s", file=sys.stderr)
     optimize_bm25()

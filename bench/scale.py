@@ -105,6 +105,7 @@ from searchindex import indexes as search_indexes  # noqa: E402
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402
 from searchindex.fusion import RetrievalSettings  # noqa: E402
+from searchindex.health import REBUILD_CHUNK  # noqa: E402
 from searchindex.lexical import LexicalIndex  # noqa: E402
 from searchindex.lexical_postgres import LAYOUT as LEXICAL_LAYOUT  # noqa: E402
 from searchindex.lexical_postgres import PostgresLexicalIndex  # noqa: E402
@@ -311,8 +312,9 @@ def fill_server(url: str, corpus: list[dict], vectors: np.ndarray) -> float:
     index = VectorIndex(url=url, embedder=latency.CachedPassages(get_embedder(), cached), timeout=120)
     index.reset()
     now = timezone.now()
-    for start in range(0, len(corpus), search_indexes.CHUNK):
-        index.upsert([IndexedMemory.from_memory(latency.memory_row(m, now)) for m in corpus[start : start + 500]])
+    for start in range(0, len(corpus), REBUILD_CHUNK):
+        window = corpus[start : start + REBUILD_CHUNK]
+        index.upsert([IndexedMemory.from_memory(latency.memory_row(m, now)) for m in window])
     index.close()
     return time.perf_counter() - started
 
