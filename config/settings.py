@@ -27,9 +27,25 @@ def env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return int(value) if value not in (None, "") else default
+def env_int(name: str, default: int, low: int | None = None, high: int | None = None) -> int:
+    """A whole number, from `low` and up to `high` when given; anything else stops the start,
+    naming the variable and what it takes."""
+    value = (os.environ.get(name) or "").strip()
+    try:
+        number = int(value) if value else default
+    except ValueError:
+        number = None
+    if number is None or (low is not None and number < low) or (high is not None and number > high):
+        if low is not None and high is not None:
+            wanted = f"a whole number from {low} to {high}"
+        elif low is not None:
+            wanted = f"a whole number, at least {low}"
+        elif high is not None:
+            wanted = f"a whole number, at most {high}"
+        else:
+            wanted = "a whole number"
+        raise ImproperlyConfigured(f"{name}={value!r}: {wanted}")
+    return number
 
 
 def env_float(name: str, default: float | None) -> float | None:
@@ -368,25 +384,11 @@ CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION = 200
 CHROMA_HNSW_DEFAULT_EF_SEARCH = 200
 
 
-def env_int_within(name: str, default: int, low: int, high: int) -> int:
-    """A whole number from `low` to `high`; anything else stops the start, naming the variable."""
-    value = env_str(name).strip()
-    try:
-        number = int(value) if value else default
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise ImproperlyConfigured(f"{name}={value!r}: a whole number from {low} to {high}")
-    return number
-
-
-MEMORYUI_CHROMA_HNSW_M = env_int_within("MEMORYUI_CHROMA_HNSW_M", CHROMA_HNSW_DEFAULT_M, 4, 100)
-MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = env_int_within(
+MEMORYUI_CHROMA_HNSW_M = env_int("MEMORYUI_CHROMA_HNSW_M", CHROMA_HNSW_DEFAULT_M, 4, 100)
+MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = env_int(
     "MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION", CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION, 10, 2000
 )
-MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int_within(
-    "MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROMA_HNSW_DEFAULT_EF_SEARCH, 10, 2000
-)
+MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int("MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROMA_HNSW_DEFAULT_EF_SEARCH, 10, 2000)
 # The BM25 index: `whoosh` (files under MEMORYUI_INDEX_DIR, the embedded default) or `postgres`
 # (a tsvector table in the database, written in each memory's own transaction; the default on
 # PostgreSQL, and only possible there).
@@ -414,9 +416,7 @@ MEMORYUI_L1_TIMEOUT_MS = env_int("MEMORYUI_L1_TIMEOUT_MS", 30000)
 MEMORYUI_RECALL_TRACE_RATE = env_float("MEMORYUI_RECALL_TRACE_RATE", 0.1)
 # Traces of agents' recalls (API, MCP) and the recall log (recall.models.RecallLogEntry) are kept
 # this many days, then pruned once a day (recall.tasks.prune_recall_history).
-MEMORYUI_RECALL_RETENTION_DAYS = env_int("MEMORYUI_RECALL_RETENTION_DAYS", 90)
-if MEMORYUI_RECALL_RETENTION_DAYS < 1:
-    raise ImproperlyConfigured("MEMORYUI_RECALL_RETENTION_DAYS is days, at least 1")
+MEMORYUI_RECALL_RETENTION_DAYS = env_int("MEMORYUI_RECALL_RETENTION_DAYS", 90, low=1)
 
 # Background jobs. The embedded default needs no server: a SQLite broker file in the data dir,
 # consumed by the worker that `make run` starts beside the web server.
@@ -508,10 +508,10 @@ MEMORYUI_EMBED_STALL_SECONDS = env_float("MEMORYUI_EMBED_STALL_SECONDS", 900.0) 
 # MEMORYUI_DRY_RUN_INLINE_MESSAGES user messages, and stops after MEMORYUI_DRY_RUN_SECONDS (saying how far
 # it got); a bigger one is a background task the page and the API poll, so no request holds a web
 # worker for minutes.
-MEMORYUI_DRY_RUN_INLINE_MESSAGES = max(0, env_int("MEMORYUI_DRY_RUN_INLINE_MESSAGES", 200))
+MEMORYUI_DRY_RUN_INLINE_MESSAGES = env_int("MEMORYUI_DRY_RUN_INLINE_MESSAGES", 200, low=0)
 MEMORYUI_DRY_RUN_SECONDS = env_float("MEMORYUI_DRY_RUN_SECONDS", 20.0) or 20.0
 # Dry runs one web process does in requests at once (the rest are tasks): 1 of its 4 threads.
-MEMORYUI_DRY_RUN_CONCURRENCY = max(1, env_int("MEMORYUI_DRY_RUN_CONCURRENCY", 1))
+MEMORYUI_DRY_RUN_CONCURRENCY = env_int("MEMORYUI_DRY_RUN_CONCURRENCY", 1, low=1)
 # Background runs whose worker died, or that stopped advancing, are found and sent again
 # (memoryui.runs): a running run that has not advanced for MEMORYUI_RUN_STALL_SECONDS (at once when
 # its worker on this host is gone), or a queued one no worker took in that time, is stalled and
@@ -519,7 +519,7 @@ MEMORYUI_DRY_RUN_CONCURRENCY = max(1, env_int("MEMORYUI_DRY_RUN_CONCURRENCY", 1)
 # MEMORYUI_RUN_SWEEP_SECONDS (0 or off = never; a worker's start sweeps too).
 MEMORYUI_RUN_STALL_SECONDS = env_float("MEMORYUI_RUN_STALL_SECONDS", 600.0) or 0.0
 MEMORYUI_RUN_SWEEP_SECONDS = env_float("MEMORYUI_RUN_SWEEP_SECONDS", 60.0) or 0.0
-MEMORYUI_RUN_MAX_ATTEMPTS = max(1, env_int("MEMORYUI_RUN_MAX_ATTEMPTS", 3))
+MEMORYUI_RUN_MAX_ATTEMPTS = env_int("MEMORYUI_RUN_MAX_ATTEMPTS", 3, low=1)
 if MEMORYUI_RUN_SWEEP_SECONDS > 0:
     CELERY_BEAT_SCHEDULE["sweep-stalled-runs"] = {
         "task": "memoryui.tasks.sweep_stalled_runs",

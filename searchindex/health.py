@@ -231,11 +231,12 @@ def repair(diffs: list[IndexDiff] | None = None) -> dict:
             continue
         todo = diff.missing + diff.stale + diff.orphaned
         moved = None
-        if diff.index == "vector" and diff.stale:
+        if diff.index == "vector" and (diff.stale or diff.orphaned):
             # An entry left in a scope its memory moved out of (a move no outbox row named) is
-            # stale; the sync removes a memory only from the scopes it is told of.
+            # stale, or orphaned once the memory is gone; the sync removes a memory only from the
+            # scopes it is told of, so repair tells it where the index holds each one.
             try:
-                moved = get_index("vector").scopes_holding(diff.stale)
+                moved = get_index("vector").scopes_holding(diff.stale + diff.orphaned)
             except IndexUnavailable as exc:
                 done[diff.index] = {"error": str(exc)}
                 continue

@@ -54,12 +54,19 @@ def sync_memories(
     active = [m for m in memories if m.status == Memory.Status.ACTIVE]
     active_ids = {str(m.pk) for m in active}
     gone = [str(pk) for pk in memory_ids if str(pk) not in active_ids]
+    gone_ids = set(gone)
     report = SyncReport(indexed=len(active), removed=len(gone))
     documents = _documents(active)
     left: dict[str, list[str]] = {}
-    if active and "vector" in indexes:
-        _reuse_write_path_vectors(active)
-        left = _scopes_left(active_ids, moved or {})
+    held: dict[str, list[str]] = {}  # a gone memory's entry: its scope and those it moved out of
+    if "vector" in indexes:
+        if active:
+            _reuse_write_path_vectors(active)
+        left = _scopes_left(active_ids | gone_ids, moved or {})
+        for memory in memories:
+            pk = str(memory.pk)
+            if pk in gone_ids:
+                held[pk] = list(dict.fromkeys([memory.scope, *left.get(pk, [])]))
     for name in indexes:
         try:
             index = get_index(name)
@@ -67,7 +74,9 @@ def sync_memories(
                 index.upsert(documents, moved=left)
             elif documents:
                 index.upsert(documents)
-            if gone:
+            if gone and name == "vector":
+                index.delete(gone, scopes=held)
+            elif gone:
                 index.delete(gone)
         except IndexUnavailable as exc:
             report.errors[name] = str(exc)

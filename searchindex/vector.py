@@ -261,16 +261,35 @@ class VectorIndex:
                             break
                         collection.delete(ids=ids[first : first + batch])
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Remove these memories; ids the index does not hold are ignored."""
+    def delete(self, ids: Sequence[str], *, scopes: Mapping[str, Iterable[str]] | None = None) -> None:
+        """Remove these memories; ids the index does not hold are ignored.
+
+        `scopes` names, by memory id, every scope the memory's entry may be in (its scope, and
+        those its outbox row says it moved out of): only those collections are asked. An id it
+        does not name (a memory whose row is gone) is looked for in every scope's collection.
+        """
         ids = list(dict.fromkeys(str(pk) for pk in ids))
         if not ids:
             return
+        scopes = scopes or {}
+        anywhere = [pk for pk in ids if not scopes.get(pk)]
+        by_scope: dict[str, list[str]] = {}
+        for pk in ids:
+            named = scopes.get(pk) or ()
+            for scope in dict.fromkeys((named,) if isinstance(named, str) else named):
+                by_scope.setdefault(scope, []).append(pk)
         batch = self._write_batch()
-        for start in range(0, len(ids), batch):
+        for scope, held in by_scope.items():
+            for start in range(0, len(held), batch):
+                with self._using("delete from the index", write=True) as collections:
+                    collection = self._scope_collection(collections, scope, create=False)
+                    if collection is None:
+                        break
+                    collection.delete(ids=held[start : start + batch])
+        for start in range(0, len(anywhere), batch):
             with self._using("delete from the index", write=True) as collections:
                 for collection in collections.values():
-                    collection.delete(ids=ids[start : start + batch])
+                    collection.delete(ids=anywhere[start : start + batch])
 
     def scopes_holding(self, ids: Sequence[str]) -> dict[str, list[str]]:
         """The scopes whose collections hold each of these ids (ids held nowhere are left out).

@@ -181,3 +181,51 @@ def test_a_move_no_outbox_row_recorded_is_found_by_verify_and_repaired(indexes, 
     health.repair()
     assert held(memory.pk) == {"agent:b"}
     assert all(diff.ok for diff in health.verify())
+
+
+def test_delete_asks_the_scopes_named_and_every_scope_only_for_an_id_it_does_not_name(hashed, monkeypatch):
+    hashed.upsert([item(1, scope="agent:a"), item(2, scope="agent:c")])
+    hashed.upsert([item(1, scope="agent:b")])  # a stray entry of memory 1 nobody named
+    asked: list[str] = []
+    real_delete = chromadb.api.models.Collection.Collection.delete
+
+    def counting(collection, *args, **kwargs):
+        asked.append(collection.name)
+        return real_delete(collection, *args, **kwargs)
+
+    monkeypatch.setattr(chromadb.api.models.Collection.Collection, "delete", counting)
+    hashed.delete([item(1).id], scopes={item(1).id: ["agent:a", "agent:gone"]})
+    assert asked == [hashed.scope_collection_name("agent:a")]
+    assert hashed.scopes_holding([item(1).id, item(2).id]) == {item(1).id: ["agent:b"], item(2).id: ["agent:c"]}
+
+    asked.clear()
+    hashed.delete([item(1).id, item(2).id])  # no scope named: every collection is asked
+    assert len(asked) == 3
+    assert hashed.entries() == {}
+
+
+def test_a_tombstoned_memory_leaves_its_scope_and_those_it_moved_out_of(indexes, write):
+    memory = write("The release train leaves every other Tuesday.", kind="fact", scope="agent:a")
+    pk = str(memory.pk)
+    moved(memory, "agent:b")
+    get_index("vector").upsert([IndexedMemory.from_memory(memory)])  # a sync that named no move
+    assert held(pk) == {"agent:a", "agent:b"}
+    with transaction.atomic():
+        memory.tombstone("wrong", actor="test")
+    outbox.sync_memories([pk])
+    assert held(pk) == set(), "the row named agent:a, the memory agent:b"
+
+
+def test_repair_removes_a_gone_memorys_entry_from_a_scope_nothing_recorded(indexes, write):
+    memory = write("The VPN needs the hardware token after 20:00.", kind="fact", scope="agent:a")
+    pk = str(memory.pk)
+    get_index("vector").upsert([IndexedMemory.from_memory(Memory(**{**_fields(memory), "scope": "agent:third"}))])
+    with transaction.atomic():
+        memory.tombstone("wrong", actor="test")
+    outbox.sync_memories([pk])
+    assert held(pk) == {"agent:third"}, "no record names agent:third"
+    diff = {diff.index: diff for diff in health.verify()}["vector"]
+    assert diff.orphaned == [pk]
+    health.repair()
+    assert held(pk) == set()
+    assert all(diff.ok for diff in health.verify())
