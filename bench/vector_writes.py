@@ -204,6 +204,20 @@ def old_writer(raw: RawChroma, items, vectors, *, documents=True, metadata="five
     return write
 
 
+def timing_row(label: str, samples: list[float], count: int, *, decimals: int, extra: str = "") -> str:
+    """One table row: label, median and p95 in ms, total s, memories/s (and an extra cell)."""
+    median, p95 = quantiles(samples)
+    total = sum(samples)
+    cells = [
+        label,
+        f"{median * 1000:.{decimals}f}",
+        f"{p95 * 1000:.{decimals}f}",
+        f"{total:.1f}",
+        f"{count / total:.0f}",
+    ]
+    return "| " + " | ".join([*cells, *([extra] if extra else [])]) + " |"
+
+
 def quantiles(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -265,12 +279,8 @@ def compare(items, vectors, args, root: Path) -> None:
     print("| variant | median ms / chunk | p95 ms / chunk | total s | memories/s | / raw chromadb |")
     print("|---|---:|---:|---:|---:|---:|")
     for name in names:
-        median, p95 = quantiles(samples[name])
-        total = sum(samples[name])
-        print(
-            f"| {name} | {median * 1000:.0f} | {p95 * 1000:.0f} | {total:.1f} | {len(items) / total:.0f} | "
-            f"{total / base:.2f}x |"
-        )
+        ratio = f"{sum(samples[name]) / base:.2f}x"
+        print(timing_row(name, samples[name], len(items), decimals=0, extra=ratio))
     after, before = sum(samples[names[1]]), sum(samples[names[2]])
     print(f"\nbefore / after: {before / after:.2f}x; memoryui / raw chromadb: {after / base:.2f}x")
     print(f"entries written by memoryui: {counts['memoryui VectorIndex.upsert']} of {len(items)}")
@@ -300,12 +310,7 @@ def sweep(items, vectors, sizes: list[int], root: Path) -> None:
     print("| B | calls | median ms / call | p95 ms / call | total s | memories/s |")
     print("|---:|---:|---:|---:|---:|---:|")
     for size in sizes:
-        median, p95 = quantiles(samples[size])
-        total = sum(samples[size])
-        print(
-            f"| {size} | {len(samples[size])} | {median * 1000:.1f} | {p95 * 1000:.1f} | {total:.1f} | "
-            f"{len(items) / total:.0f} |"
-        )
+        print(timing_row(f"{size} | {len(samples[size])}", samples[size], len(items), decimals=1))
 
 
 def main() -> None:
