@@ -3,6 +3,8 @@ Escape, a click outside or a second click, reachable by keyboard, and never cove
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -137,6 +139,9 @@ def test_the_keyboard_reaches_opens_and_closes_the_popover(playground):
     expect(row.locator(".numbers-body")).to_be_visible()
 
 
+PLACED = re.compile(r"\bnumbers-open\b")  # app.js: the row made room for its open numbers
+
+
 def followed_by_a_row(page) -> list[int]:
     """The indexes (among rows()) of the candidate rows that have another row right under them."""
     return page.evaluate(
@@ -159,6 +164,7 @@ def test_the_open_popover_never_covers_the_next_row(playground, which):
     height = box(row)["height"]
     numbers_of(row).locator("summary").click()
     expect(row.locator(".numbers-body")).to_be_visible()
+    expect(row).to_have_class(PLACED)  # by the details' toggle event, which comes a task after the click
     assert box(row)["height"] > height, "the row grows to hold its numbers"
     assert_panel_clears_the_next_row(row, next_row)
     at_both_widths(page, f"numbers-popover-{which}-row")  # leaves the page at 1400 px
@@ -172,6 +178,7 @@ def test_the_open_popover_never_covers_the_next_row(playground, which):
     page.wait_for_function("() => document.documentElement.clientWidth === 1400")
     numbers_of(row).locator("summary").click()
     expect(row.locator(".numbers-body")).to_be_hidden()
+    expect(row).not_to_have_class(PLACED)  # the toggle event comes a task after the panel hides
     assert abs(box(row)["height"] - height) < 40, "closed, the row is its own size again"
 
 
