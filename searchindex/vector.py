@@ -253,13 +253,7 @@ class VectorIndex:
                             embeddings=vectors[part],
                             metadatas=[{"content_hash": window[n].content_hash} for n in part],
                         )
-            for scope, ids in left.items():
-                for first in range(0, len(ids), batch):
-                    with self._using("write to the index", write=True) as collections:
-                        collection = self._scope_collection(collections, scope, create=False)
-                        if collection is None:
-                            break
-                        collection.delete(ids=ids[first : first + batch])
+            self._delete_in_scopes(left, batch, "write to the index")
 
     def delete(self, ids: Sequence[str], *, scopes: Mapping[str, Iterable[str]] | None = None) -> None:
         """Remove these memories; ids the index does not hold are ignored.
@@ -279,17 +273,22 @@ class VectorIndex:
             for scope in dict.fromkeys((named,) if isinstance(named, str) else named):
                 by_scope.setdefault(scope, []).append(pk)
         batch = self._write_batch()
-        for scope, held in by_scope.items():
-            for start in range(0, len(held), batch):
-                with self._using("delete from the index", write=True) as collections:
-                    collection = self._scope_collection(collections, scope, create=False)
-                    if collection is None:
-                        break
-                    collection.delete(ids=held[start : start + batch])
+        self._delete_in_scopes(by_scope, batch, "delete from the index")
         for start in range(0, len(anywhere), batch):
             with self._using("delete from the index", write=True) as collections:
                 for collection in collections.values():
                     collection.delete(ids=anywhere[start : start + batch])
+
+    def _delete_in_scopes(self, by_scope: Mapping[str, list[str]], batch: int, action: str) -> None:
+        """Delete each scope's ids from that scope's collection alone, `batch` ids a call (a scope
+        without a collection holds nothing to delete)."""
+        for scope, ids in by_scope.items():
+            for start in range(0, len(ids), batch):
+                with self._using(action, write=True) as collections:
+                    collection = self._scope_collection(collections, scope, create=False)
+                    if collection is None:
+                        break
+                    collection.delete(ids=ids[start : start + batch])
 
     def scopes_holding(self, ids: Sequence[str]) -> dict[str, list[str]]:
         """The scopes whose collections hold each of these ids (ids held nowhere are left out).
