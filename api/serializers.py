@@ -295,3 +295,8 @@ class SearchResultSerializer(serializers.Serializer):
         child=serializers.CharField(), help_text="Indexes that could not answer, with the reason."
     )
     timings_ms = serializers.DictField(child=serializers.FloatField(), help_text="Milliseconds per stage.")
+    vector_searched = serializers.DictField(
+        child=serializers.ChoiceField(choices=["exact", "hnsw"]),
+        help_text="How each scope's vectors were searched: `exact` (every vector of a small scope) or `hnsw` "
+        "(its graph).",
+    )

@@ -391,6 +391,15 @@ MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = env_int(
     "MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION", CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION, 10, 2000
 )
 MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int("MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROMA_HNSW_DEFAULT_EF_SEARCH, 10, 2000)
+# Exact vector search (searchindex/exact.py): a scope with fewer vectors than this is searched by
+# multiplying the query by all of them, held in each process as a matrix (read in the background;
+# HNSW answers until it is ready), which is always right and, below this size, costs about what the
+# graph search does: at 20,000 vectors numpy's p95 was 1.47x and 1.07x HNSW's (64/400/300) on the
+# crowded and the realistic store, at 50,000 2.9x and 1.6x; at 5,000 and below it is cheaper
+# (bench/hnsw_sweep.py's exact line). 0 searches every scope by its HNSW graph.
+# MEMORYUI_VECTOR_EXACT_MB caps the matrices a process holds (1.5 KB a vector of 384 dimensions).
+MEMORYUI_VECTOR_EXACT_BELOW = env_int("MEMORYUI_VECTOR_EXACT_BELOW", 20_000, 0)
+MEMORYUI_VECTOR_EXACT_MB = env_int("MEMORYUI_VECTOR_EXACT_MB", 256, 1)
 # The BM25 index: `whoosh` (files under MEMORYUI_INDEX_DIR, the embedded default) or `postgres`
 # (a tsvector table in the database, written in each memory's own transaction; the default on
 # PostgreSQL, and only possible there).

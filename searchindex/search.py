@@ -138,6 +138,7 @@ class SearchResult:
     notices: list[str] = field(default_factory=list)
     degraded: dict[str, str] = field(default_factory=dict)  # index → why it did not answer
     timings_ms: dict[str, float] = field(default_factory=dict)
+    vector_searched: dict[str, str] = field(default_factory=dict)  # scope → "exact" or "hnsw"
 
     @property
     def near_misses(self) -> list[Found]:
@@ -166,6 +167,7 @@ class SearchResult:
             "notices": self.notices,
             "degraded": self.degraded,
             "timings_ms": {stage: round(ms, 2) for stage, ms in self.timings_ms.items()},
+            "vector_searched": self.vector_searched,
         }
 
 
@@ -315,7 +317,7 @@ def retrieve(
     if retriever in ("hybrid", "vector"):
         try:
             retrieval.vector_hits, by_script, retrieval.query_vector = _vector_search(
-                text, scopes, settings, into.timings_ms
+                text, scopes, settings, into.timings_ms, into.vector_searched
             )
         except (IndexUnavailable, EmbedderUnavailable) as exc:
             failures["vector"] = exc
@@ -364,7 +366,7 @@ def _no_meaning(text: str) -> str | None:
     return None
 
 
-def _vector_search(text, scopes, settings, timings) -> tuple[list[Hit], dict[str, float], object]:
+def _vector_search(text, scopes, settings, timings, methods) -> tuple[list[Hit], dict[str, float], object]:
     index = get_index("vector")
     try:
         with _timed(timings, "query_embedding"):
@@ -374,7 +376,7 @@ def _vector_search(text, scopes, settings, timings) -> tuple[list[Hit], dict[str
     except EmbedderUnavailable as exc:
         raise IndexUnavailable("vector", f"the embedder could not embed the query: {exc}") from exc
     with _timed(timings, "vector_search"):
-        hits = index.search_vector(vector, scopes=scopes, k=settings.vector_k)
+        hits = index.search_vector(vector, scopes=scopes, k=settings.vector_k, methods=methods)
     return hits, by_script, vector
 
 

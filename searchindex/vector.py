@@ -63,11 +63,12 @@ from chromadb.api import ClientAPI
 from chromadb.api.fastapi import FastAPI
 from chromadb.api.shared_system_client import SharedSystemClient
 from chromadb.config import Settings as ChromaSettings
-from chromadb.errors import ChromaError, DuplicateIDError, InvalidArgumentError
+from chromadb.errors import ChromaError, DuplicateIDError, InvalidArgumentError, NotFoundError
 from django.conf import settings
 
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
 from searchindex.embeddings import Embedder, EmbedderUnavailable, get_embedder
+from searchindex.exact import EXACT, WRITTEN, Matrix, new_mark
 
 __all__ = ["EmbedderMismatch", "VectorIndex", "collection_name"]
 
@@ -90,6 +91,7 @@ CANDIDATES = 50
 # What chromadb fills in for a collection created without them: the graph such a collection has.
 CHROMADB_HNSW_DEFAULTS = {"max_neighbors": 16, "ef_construction": 100, "ef_search": 100}
 
+_GONE = "gone"  # the mark of a collection no longer there: no matrix was read under it
 # chromadb errors that mean "we called it wrongly": bugs, not an unavailable backend.
 _PROGRAMMING_ERRORS = (InvalidArgumentError, DuplicateIDError)
 
@@ -150,6 +152,10 @@ class _Directory:
     lock: threading.RLock = field(default_factory=threading.RLock)
     stamp: tuple | None = None  # the database file as this process last left it
     generation: int = 0  # bumped when chromadb is reloaded: older clients are stale
+    # Collection id → the write mark this process gave it since the generation began (each
+    # VectorIndex keeps collection objects of its own, whose metadata holds the mark they were
+    # opened with).
+    marks: dict[str, str] = field(default_factory=dict)
 
 
 _directories: dict[str, _Directory] = {}
@@ -247,12 +253,15 @@ class VectorIndex:
                 for first in range(0, len(rows), batch):
                     part = rows[first : first + batch]
                     # One lock per call: a search can run between two batches of a long write.
+                    ids = [window[n].id for n in part]
                     with self._using("write to the index", write=True) as collections:
-                        self._scope_collection(collections, scope, create=True).upsert(
-                            ids=[window[n].id for n in part],
+                        collection = self._scope_collection(collections, scope, create=True)
+                        collection.upsert(
+                            ids=ids,
                             embeddings=vectors[part],
                             metadatas=[{"content_hash": window[n].content_hash} for n in part],
                         )
+                        self._written(collection, upserted=ids, vectors=vectors[part])
             self._delete_in_scopes(left, batch, "write to the index")
 
     def delete(self, ids: Sequence[str], *, scopes: Mapping[str, Iterable[str]] | None = None) -> None:
@@ -278,6 +287,7 @@ class VectorIndex:
             with self._using("delete from the index", write=True) as collections:
                 for collection in collections.values():
                     collection.delete(ids=anywhere[start : start + batch])
+                    self._written(collection, deleted=anywhere[start : start + batch])
 
     def _delete_in_scopes(self, by_scope: Mapping[str, list[str]], batch: int, action: str) -> None:
         """Delete each scope's ids from that scope's collection alone, `batch` ids a call (a scope
@@ -289,6 +299,59 @@ class VectorIndex:
                     if collection is None:
                         break
                     collection.delete(ids=ids[start : start + batch])
+                    self._written(collection, deleted=ids[start : start + batch])
+
+    def _written(
+        self,
+        collection,
+        *,
+        upserted: Sequence[str] = (),
+        vectors: np.ndarray | None = None,
+        deleted: Sequence[str] = (),
+    ) -> None:
+        """Give a collection just written to a new write mark (searchindex/exact.py): every matrix
+        read under an earlier one is stale, in every process. The embedded index, written under its
+        exclusive lock, brings this process's matrix up to date instead; a server's may have been
+        written by another host since this process last looked, so its matrix is dropped."""
+        before = self._mark(collection)
+        after = new_mark()
+        collection.modify(metadata={**(collection.metadata or {}), WRITTEN: after})
+        key = self._exact_key(collection)
+        if self.url:
+            EXACT.drop(key)
+            return
+        _directory(self.path).marks[str(collection.id)] = after
+        EXACT.patch(key, before=before, after=after, upserted=upserted, vectors=vectors, deleted=deleted)
+
+    def _mark(self, collection) -> str | None:
+        """The collection's write mark as this process knows it (the embedded index: current under
+        the directory lock; a server: as of when the collection was opened)."""
+        if not self.url:
+            marks = _directory(self.path).marks
+            if str(collection.id) in marks:
+                return marks[str(collection.id)]
+        return (collection.metadata or {}).get(WRITTEN)
+
+    def _current_marks(self, wanted: Mapping[str, object]) -> dict[str, str | None]:
+        """Each wanted scope's current write mark: the embedded index knows them under its lock; a
+        chromadb server is asked (one request), as another host may have written since. A scope
+        whose collection is gone or was recreated gets a mark no matrix has."""
+        if not self.url:
+            return {scope: self._mark(collection) for scope, collection in wanted.items()}
+        client = self._connect()
+        if len(wanted) == 1:
+            scope, collection = next(iter(wanted.items()))
+            try:
+                listed = [client.get_collection(collection.name, embedding_function=None)]
+            except NotFoundError:
+                listed = []
+        else:
+            listed = client.list_collections()
+        current = {str(c.id): (c.metadata or {}).get(WRITTEN) for c in listed}
+        return {scope: current.get(str(collection.id), _GONE) for scope, collection in wanted.items()}
+
+    def _exact_key(self, collection) -> tuple[str, str]:
+        return (self.location, str(collection.id))
 
     def scopes_holding(self, ids: Sequence[str]) -> dict[str, list[str]]:
         """The scopes whose collections hold each of these ids (ids held nowhere are left out).
@@ -324,6 +387,7 @@ class VectorIndex:
                     client.delete_collection(collection.name)
             self._collections = None
             self._load_collections()
+        EXACT.drop_where(lambda key: key[0] == self.location)
 
     @staticmethod
     def entry_fingerprint(content_hash: str) -> str:
@@ -340,11 +404,22 @@ class VectorIndex:
             vector = self.embedder.embed_query(query)
         return self.search_vector(vector, scopes=scopes, k=k)
 
-    def search_vector(self, vector: np.ndarray, *, scopes: list[str] | None = None, k: int = 10) -> list[Hit]:
+    def search_vector(
+        self,
+        vector: np.ndarray,
+        *,
+        scopes: list[str] | None = None,
+        k: int = 10,
+        methods: dict[str, str] | None = None,
+    ) -> list[Hit]:
         """Like `search` for a query the caller already embedded with `embedder.embed_query`.
 
-        Each collection is asked for `max(k, CANDIDATES)` neighbours, a wider graph search than k
-        alone, and the best k of all of them are kept.
+        A scope below MEMORYUI_VECTOR_EXACT_BELOW vectors whose matrix this process holds, read
+        under the collection's current write mark, is searched exactly (searchindex/exact.py);
+        any other is searched by its HNSW graph, and a small one's matrix is read in the
+        background for the next search. Each graph is asked for `max(k, CANDIDATES)` neighbours,
+        a wider search than k alone; the best k of all scopes are kept. `methods`, when given, is
+        filled with how each scope was searched: "exact" or "hnsw".
         """
         if k <= 0 or scopes == []:
             return []
@@ -352,6 +427,7 @@ class VectorIndex:
         if vector.shape[0] != self.embedder.dim:
             raise ValueError(f"query vector has dimension {vector.shape[0]}, the index {self.embedder.dim}")
         asked = max(k, CANDIDATES)
+        exact = settings.MEMORYUI_VECTOR_EXACT_BELOW > 0
         found: list[tuple[float, str]] = []
         with self._using("search the index") as collections:
             if self.url and scopes is not None and not set(scopes) <= collections.keys():
@@ -359,9 +435,22 @@ class VectorIndex:
                 self._collections = None
                 collections = self._load_collections()
             wanted = collections if scopes is None else {s: collections[s] for s in scopes if s in collections}
-            for collection in wanted.values():
+            marks = self._current_marks(wanted) if exact and wanted else {}
+            for scope, collection in wanted.items():
+                if exact:
+                    key = self._exact_key(collection)
+                    matrix = EXACT.get(key, marks[scope])
+                    if matrix is not None:
+                        found.extend(matrix.nearest(vector, k))
+                        if methods is not None:
+                            methods[scope] = "exact"
+                        continue
+                    if marks[scope] != _GONE:
+                        EXACT.request(key, marks[scope], self._reader(scope, key))
                 result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
                 found.extend(zip(result["distances"][0], result["ids"][0], strict=True))
+                if methods is not None:
+                    methods[scope] = "hnsw"
         found.sort()
         # chromadb's cosine space reports distance = 1 - cosine similarity.
         return [Hit(id=pk, rank=rank, score=1.0 - float(distance)) for rank, (distance, pk) in enumerate(found[:k], 1)]
@@ -404,23 +493,68 @@ class VectorIndex:
             return {}
         found: dict[str, np.ndarray] = {}
         with self._using("read stored vectors") as collections:
-            wanted = collections.values() if scopes is None else [collections[s] for s in scopes if s in collections]
-            for collection in wanted:
+            wanted = collections if scopes is None else {s: collections[s] for s in scopes if s in collections}
+            marks = self._current_marks(wanted) if settings.MEMORYUI_VECTOR_EXACT_BELOW > 0 and wanted else {}
+            for scope, collection in wanted.items():
+                matrix = EXACT.get(self._exact_key(collection), marks[scope]) if marks else None
+                if matrix is not None:
+                    found.update(matrix.stored(ids))
+                    continue
                 page = collection.get(ids=ids, include=["embeddings"])
                 embeddings = page["embeddings"] if page["embeddings"] is not None else []
                 for pk, stored in zip(page["ids"], embeddings, strict=True):
                     found[pk] = np.asarray(stored, dtype=np.float32)
         return found
 
-    def vectors(self, scope: str) -> dict[str, np.ndarray]:
-        """Every entry of `scope` as id -> its vector, read page by page.
+    def warm(self, scopes: list[str] | None = None) -> dict[str, str]:
+        """Read the matrices of these scopes (None: all) now, in this thread, for exact search;
+        by scope, "exact" (held) or "hnsw" (the line or more vectors, or exact search is off)."""
+        if settings.MEMORYUI_VECTOR_EXACT_BELOW <= 0:
+            with self._using("read the index") as collections:
+                return {scope: "hnsw" for scope in collections if scopes is None or scope in scopes}
+        with self._using("read the index") as collections:
+            keys = {s: self._exact_key(c) for s, c in collections.items() if scopes is None or s in scopes}
+        return {
+            scope: "exact" if EXACT.read_now(key, self._reader(scope, key)) is not None else "hnsw"
+            for scope, key in keys.items()
+        }
+
+    def _reader(self, scope: str, key: tuple[str, str]) -> Callable[[], tuple[str | None, Matrix | None]]:
+        """What reads one scope's matrix (in the background thread): an index of its own on the same
+        location, so this one can be closed meanwhile."""
+        path, url, embedder, prefix = self.path, self.url, self._embedder, self.prefix
+
+        def read() -> tuple[str | None, Matrix | None]:
+            index = VectorIndex(path=path, url=url, embedder=embedder, prefix=prefix)
+            try:
+                return index._read_matrix(scope, key)
+            finally:
+                index.close()
+
+        return read
+
+    def _read_matrix(self, scope: str, key: tuple[str, str]) -> tuple[str | None, Matrix | None]:
+        """The scope's current mark, then its vectors (None when it holds the line or more). The
+        mark is read first: a write meanwhile leaves the matrix under a mark no longer current."""
+        with self._using("read the index") as collections:
+            collection = collections.get(scope)
+            if collection is None or self._exact_key(collection) != key:
+                return _GONE, None
+            mark = self._current_marks({scope: collection})[scope]
+            if collection.count() >= settings.MEMORYUI_VECTOR_EXACT_BELOW:
+                return mark, None
+        found = self.vectors(scope, stop=lambda: EXACT.stopping)
+        return (mark, None) if EXACT.stopping else (mark, Matrix.build(mark, found, self.embedder.dim))
+
+    def vectors(self, scope: str, *, stop: Callable[[], bool] | None = None) -> dict[str, np.ndarray]:
+        """Every entry of `scope` as id -> its vector, read page by page (until `stop()` says so).
 
         The index keeps no text: a caller that must know whether an entry embeds a memory's
         current text asks the database (a memory with a pending outbox row may be behind).
         """
         found: dict[str, np.ndarray] = {}
         offset = 0
-        while True:
+        while stop is None or not stop():
             with self._using("read the index") as collections:
                 collection = collections.get(scope)
                 if collection is None:
@@ -432,6 +566,7 @@ class VectorIndex:
             if len(page["ids"]) < PAGE:
                 return found
             offset += PAGE
+        return found
 
     def count(self) -> int:
         with self._using("count the index") as collections:
@@ -454,8 +589,10 @@ class VectorIndex:
     def hnsw(self) -> dict:
         """The HNSW settings of each scope's collection beside the configured ones.
 
-        `configured`: M, ef_construction, ef_search from the settings, and the candidates a search
-        asks each collection for; `collections`: scope → the collection's own M, ef_construction,
+        `configured`: M, ef_construction, ef_search from the settings, the candidates a search
+        asks each collection for, and the size below which a scope is searched exactly;
+        `exact`: the matrices this process holds for that (scopes, vectors, MB);
+        `collections`: scope → the collection's own M, ef_construction,
         ef_search and whether they are the configured ones; `matches`: all of them are;
         `rebuild_needed`: "" or what differs, in words. M and ef_construction are the shape of a
         built graph, so a collection keeps its own until a rebuild recreates it; ef_search is set
@@ -467,7 +604,8 @@ class VectorIndex:
         for graph in built.values():
             graph["matches"] = all(graph[name] == configured[name] for name in CHROMADB_HNSW_DEFAULTS)
         return {
-            "configured": {**configured, "candidates": CANDIDATES},
+            "configured": {**configured, "candidates": CANDIDATES, "exact_below": settings.MEMORYUI_VECTOR_EXACT_BELOW},
+            "exact": EXACT.held(),
             "collections": built,
             "matches": all(graph["matches"] for graph in built.values()),
             "rebuild_needed": _rebuild_needed(built, configured),
@@ -506,6 +644,7 @@ class VectorIndex:
                     # chromadb state is stale. Reload it; every VectorIndex here reconnects.
                     _evict_system(self.path)
                     directory.generation += 1
+                    directory.marks.clear()
                 with self._lock:
                     if self._generation != directory.generation:
                         self._client, self._collections = None, None
@@ -656,6 +795,7 @@ class VectorIndex:
                 directory = _directory(self.path)  # held by this thread: see _guard
                 _evict_system(self.path)
                 directory.generation += 1
+                directory.marks.clear()
                 self._client, self._generation = None, directory.generation
                 collections = self._open_collections()
             self._collections = collections

@@ -20,6 +20,7 @@ from ingest import writing
 from memoryui import roles
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
+from searchindex.exact import EXACT
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.chroma_server import ChromaServer
 
@@ -127,6 +128,14 @@ def _fresh_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _exact_matrices_of_the_tests_own():
+    """A scope's matrix for exact vector search is read by a background thread: each test ends with
+    that thread idle and no matrix of its indexes left to the next test."""
+    yield
+    EXACT.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
+from searchindex.exact import EXACT
 from searchindex.search import MAX_QUERY_CHARS, search
 
 pytestmark = pytest.mark.django_db
@@ -192,6 +193,22 @@ def test_api_search_answers_with_explained_results(store, alice_client):
     assert first["label"] == "strong" and body["answer"]["answered"] is True
     assert body["fusion"]["function"] == "cc" and set(body["fusion"]["weights"]) == {"vector", "bm25"}
     assert set(body["thresholds"]) >= {"strong_margin", "strong_coverage", "weak_margin", "weak_coverage"}
+
+
+def test_api_search_says_how_each_scopes_vectors_were_searched(store, alice_client, settings):
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 1000
+    EXACT.clear()  # the writes' duplicate checks searched, and had the matrix read: start without it
+    first = alice_client.get("/api/search/", {"q": "lucky number", "scope": "main"}).json()
+    assert search_indexes.get_index("vector").warm(["agent:main"]) == {"agent:main": "exact"}
+    second = alice_client.get("/api/search/", {"q": "lucky number", "scope": "main"}).json()
+
+    assert first["vector_searched"] == {"agent:main": "hnsw"} and second["vector_searched"] == {"agent:main": "exact"}
+    assert [hit["id"] for hit in first["results"]] == [hit["id"] for hit in second["results"]]
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
+    assert alice_client.get("/api/search/", {"q": "lucky number"}).json()["vector_searched"] == {
+        "agent:main": "hnsw",
+        "agent:other": "hnsw",
+    }
 
 
 def test_api_search_floor_off_returns_the_ranking_of_an_unanswered_query(store, alice_client):

@@ -50,6 +50,12 @@ def hnsw_settings(settings, m: int, ef_construction: int, ef_search: int) -> Non
     settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = ef_search
 
 
+@pytest.fixture(autouse=True)
+def _graph_search_only(settings):
+    """These tests are about the HNSW graphs: no scope is searched exactly (test_vector_exact.py)."""
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
+
+
 @pytest.fixture(params=["embedded", "server"])
 def backend(request, tmp_path):
     """Where the index lives: `{"path": ...}` or `{"url": ...}` of a real `chroma run` server."""
@@ -225,6 +231,7 @@ def test_a_search_over_several_scopes_keeps_the_best_k_of_all(settings, tmp_path
 def test_the_dashboard_shows_the_hnsw_settings_and_asks_for_a_rebuild_when_the_graph_differs(
     indexes, settings, write, alice_client
 ):
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 5000
     hnsw_settings(settings, m=16, ef_construction=100, ef_search=100)
     write("Deploys go out on Fridays.", kind="procedure")
     hnsw_settings(settings, m=32, ef_construction=200, ef_search=120)
@@ -235,6 +242,11 @@ def test_the_dashboard_shows_the_hnsw_settings_and_asks_for_a_rebuild_when_the_g
     row = html.split('data-index="vector"')[1].split("</tr>")[0]
     assert f"HNSW M=32, ef_construction=200, ef_search=120, {vector.CANDIDATES} candidates" in row
     assert "built with M=16, ef_construction=100; settings say M=32, ef_construction=200: rebuild to apply" in row
+    assert "exact search below 5000 vectors a scope (" in row
+
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
+    html = alice_client.get("/", headers={"HX-Request": "true", "HX-Target": "index-health"}).content.decode()
+    assert "exact search off" in html.split('data-index="vector"')[1].split("</tr>")[0]
 
 
 @pytest.mark.parametrize(
