@@ -51,6 +51,9 @@ WRITTEN = "written"  # the collection metadata key holding its write mark
 RELOAD_FACTOR = 20
 MIN_GAP = 1.0  # seconds between two reads of one scope, at least
 FAILED_GAP = 30.0  # seconds before a scope whose read failed is tried again
+# Seconds a scope counted at or above the line is searched by HNSW without its mark being asked for
+# (a request to a chromadb server): a big scope falls below the line only by deleting thousands.
+BIG_RECHECK = 60.0
 
 
 def new_mark() -> str:
@@ -133,7 +136,8 @@ class ExactScopes:
         self._pid = os.getpid()
         self._lock = threading.Condition()
         self._matrices: OrderedDict[Hashable, Matrix] = OrderedDict()  # least recently used first
-        self._big: dict[Hashable, str | None] = {}  # key → the mark it was counted above the line at
+        # key → the mark it was counted at or above the line at, and when that was last known true
+        self._big: dict[Hashable, tuple[str | None, float]] = {}
         self._not_before: dict[Hashable, float] = {}
         self._queue: OrderedDict[Hashable, Callable[[], Read]] = OrderedDict()
         self._reading: Hashable | None = None
@@ -157,12 +161,22 @@ class ExactScopes:
             self._matrices.move_to_end(key)
             return matrix
 
+    def known_big(self, key: Hashable) -> bool:
+        """Whether this scope held the line or more vectors within the last BIG_RECHECK seconds:
+        search it by HNSW without asking for its mark."""
+        self._here()
+        with self._lock:
+            big = self._big.get(key)
+            return big is not None and time.monotonic() - big[1] < BIG_RECHECK
+
     def request(self, key: Hashable, mark: str | None, read: Callable[[], Read]) -> None:
         """Have the background thread `read()` this scope, unless it is known to hold the line or
         more vectors at this mark, is already waiting, or was read too recently."""
         self._here()
         with self._lock:
-            if key in self._big and self._big[key] == mark:
+            big = self._big.get(key)
+            if big is not None and big[0] == mark:
+                self._big[key] = (mark, time.monotonic())  # not written since: still as big
                 return
             if key in self._queue or key == self._reading or time.monotonic() < self._not_before.get(key, 0.0):
                 return
@@ -230,7 +244,7 @@ class ExactScopes:
             if len(matrix.ids) < settings.MEMORYUI_VECTOR_EXACT_BELOW:
                 self._keep(key, matrix)
             else:
-                self._big[key] = after
+                self._big[key] = (after, time.monotonic())
 
     def drop(self, key: Hashable) -> None:
         self._here()
@@ -298,7 +312,7 @@ class ExactScopes:
             self._not_before[key] = time.monotonic() + max(MIN_GAP, RELOAD_FACTOR * took)
             if matrix is None:
                 self._matrices.pop(key, None)
-                self._big[key] = mark
+                self._big[key] = (mark, time.monotonic())
                 return None
             self._big.pop(key, None)
             self._keep(key, matrix)

@@ -435,9 +435,11 @@ class VectorIndex:
                 self._collections = None
                 collections = self._load_collections()
             wanted = collections if scopes is None else {s: collections[s] for s in scopes if s in collections}
-            marks = self._current_marks(wanted) if exact and wanted else {}
+            # A scope known to be big is searched by its graph without asking for its mark.
+            checked = {s: c for s, c in wanted.items() if exact and not EXACT.known_big(self._exact_key(c))}
+            marks = self._current_marks(checked) if checked else {}
             for scope, collection in wanted.items():
-                if exact:
+                if scope in checked:
                     key = self._exact_key(collection)
                     matrix = EXACT.get(key, marks[scope])
                     if matrix is not None:

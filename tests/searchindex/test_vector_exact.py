@@ -376,3 +376,23 @@ def test_a_write_leaves_the_matrix_a_search_already_holds_untouched(settings, op
 
     assert np.array_equal(held.vectors, before) and len(held.ids) == 50  # the old matrix is untouched
     assert searched(index, "memory number 52", k=1) == ([memories(1, start=52)[0].id], {SCOPE: "exact"})
+
+
+def test_a_scope_known_to_be_big_is_searched_by_its_graph_without_asking_for_its_mark(
+    settings, backend, open_index, monkeypatch
+):
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 20
+    index = open_index(**backend)
+    index.upsert(memories(30) + memories(5, scope="agent:small", start=100))
+    assert index.warm() == {SCOPE: "hnsw", "agent:small": "exact"}
+    asked: list[set[str]] = []
+    current_marks = index._current_marks
+    monkeypatch.setattr(index, "_current_marks", lambda wanted: asked.append(set(wanted)) or current_marks(wanted))
+
+    ids, methods = searched(index, "memory number 101", scopes=(SCOPE, "agent:small"))
+
+    assert methods == {SCOPE: "hnsw", "agent:small": "exact"} and ids[0] == memories(1, start=101)[0].id
+    assert asked == [{"agent:small"}]
+    monkeypatch.setattr(exact.time, "monotonic", lambda: 10**9)  # long after it was counted
+    searched(index, "memory number 3")
+    assert asked[-1] == {SCOPE}
