@@ -13,6 +13,10 @@ Every answer explains itself: each result carries its vector rank, similarity an
 the anchor text, its BM25 rank, score and coverage, each retriever's contribution to the fused
 score, each rerank adjustment, and its label with the reasons.
 
+A hybrid search asks both indexes at once: the query's embedding and the vector search run in a
+worker thread (neither touches the database) while this thread asks the BM25 index, so the two
+cost the slower of them, not their sum.
+
 When one index cannot answer (a chromadb server down, a corrupt whoosh directory) a hybrid
 search answers from the other alone and says so in `degraded`; only when the requested
 retrievers all fail does `search` raise IndexUnavailable.
@@ -20,9 +24,12 @@ retrievers all fail does `search` raise IndexUnavailable.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
 import unicodedata
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -202,6 +209,7 @@ def search(
     now: datetime | None = None,
     extra_fields: tuple[str, ...] = (),
     floor: bool = True,
+    query_vector=None,
 ) -> SearchResult:
     """Search active memories of `scopes` (None: every scope) with one or both retrievers.
 
@@ -212,7 +220,9 @@ def search(
     With `floor` the answerability decision applies: `results` are the strong and weak
     candidates of an answered query (none when it is not answered). Without it `results` are
     the first `limit` of the ranking, labelled all the same. `extra_fields` are loaded with the
-    rows besides RESULT_FIELDS (recall reads `metadata`).
+    rows besides RESULT_FIELDS (recall reads `metadata`). `query_vector` is the query as the
+    configured embedder's `embed_query` embeds it, for a caller that has it already (a benchmark
+    timing the search alone): the query is then not embedded again.
     """
     text, notices = clean_query(query)
     if retriever not in RETRIEVERS:
@@ -233,7 +243,9 @@ def search(
         result.answer = Answer(False, NO_WORDS)
         result.notices.append(f"nothing searched: {NO_WORDS}")
         return result
-    retrieval, memories = retrieve(text, scopes, settings, retriever=retriever, into=result, extra_fields=extra_fields)
+    retrieval, memories = retrieve(
+        text, scopes, settings, retriever=retriever, into=result, extra_fields=extra_fields, query_vector=query_vector
+    )
     now = now or timezone.now()
     with _timed(result.timings_ms, "fusion"):
         candidates, result.answer = rank(retrieval, settings, now)
@@ -304,6 +316,7 @@ def retrieve(
     retriever: str = "hybrid",
     into: SearchResult | None = None,
     extra_fields: tuple[str, ...] = (),
+    query_vector=None,
 ) -> tuple[Retrieval, dict[str, Memory]]:
     """Ask the indexes, load the candidates' rows: the retrieval and the memories by id.
 
@@ -314,19 +327,23 @@ def retrieve(
     retrieval = Retrieval(query=text, refused=_no_meaning(text))
     by_script: dict[str, float] = {}
     failures: dict[str, Exception] = {}
+    vector_timings: dict[str, float] = {}
+    asked: Future | None = None
     if retriever in ("hybrid", "vector"):
-        try:
-            retrieval.vector_hits, by_script, retrieval.query_vector = _vector_search(
-                text, scopes, settings, into.timings_ms, into.vector_searched
-            )
-        except (IndexUnavailable, EmbedderUnavailable) as exc:
-            failures["vector"] = exc
+        arguments = (text, scopes, settings, vector_timings, into.vector_searched, query_vector)
+        asked = _pool().submit(_vector_search, *arguments) if retriever == "hybrid" else _done(*arguments)
     if retriever in ("hybrid", "bm25"):
         try:
             with _timed(into.timings_ms, "bm25_search"):
                 retrieval.bm25_hits = get_index("bm25").search(text, scopes=scopes, k=settings.bm25_k)
         except IndexUnavailable as exc:
             failures["bm25"] = exc
+    if asked is not None:
+        try:
+            retrieval.vector_hits, by_script, retrieval.query_vector = asked.result()
+        except (IndexUnavailable, EmbedderUnavailable) as exc:
+            failures["vector"] = exc
+        into.timings_ms.update(vector_timings)
     if failures and len(failures) == (2 if retriever == "hybrid" else 1):
         first = next(iter(failures.values()))
         if isinstance(first, IndexUnavailable):
@@ -366,12 +383,38 @@ def _no_meaning(text: str) -> str | None:
     return None
 
 
-def _vector_search(text, scopes, settings, timings, methods) -> tuple[list[Hit], dict[str, float], object]:
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """This process's threads for vector searches (a forked child starts its own: the parent's
+    threads do not exist there)."""
+    with _pools_lock:
+        pool = _pools.get(os.getpid())
+        if pool is None:
+            pool = _pools[os.getpid()] = ThreadPoolExecutor(max_workers=8, thread_name_prefix="memoryui-vector")
+        return pool
+
+
+def _done(*arguments) -> Future:
+    """`_vector_search` run in this thread, as a finished future (a vector-only search has nothing
+    to run beside it)."""
+    future: Future = Future()
+    try:
+        future.set_result(_vector_search(*arguments))
+    except BaseException as exc:
+        future.set_exception(exc)
+    return future
+
+
+def _vector_search(text, scopes, settings, timings, methods, vector=None) -> tuple[list[Hit], dict[str, float], object]:
     index = get_index("vector")
     try:
         with _timed(timings, "query_embedding"):
             embedder = index.embedder
-            vector = embedder.embed_query(text)
+            if vector is None:
+                vector = embedder.embed_query(text)
             by_script = anchor_similarities(vector, embedder)
     except EmbedderUnavailable as exc:
         raise IndexUnavailable("vector", f"the embedder could not embed the query: {exc}") from exc

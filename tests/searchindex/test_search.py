@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import socket
+import threading
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -153,6 +154,50 @@ def test_each_retriever_can_answer_alone(store):
     vector = search("18600000000", scopes=["agent:main"], retriever="vector")
     assert all(f.candidate.bm25_rank is None for f in vector.candidates)
     assert "query_embedding" in vector.timings_ms and "bm25_search" not in vector.timings_ms
+
+
+def test_a_hybrid_search_asks_both_indexes_at_once(store, monkeypatch):
+    # Each stage waits for the other at a barrier: asked one after the other, the first would
+    # wait alone until the barrier breaks, and the search would fail.
+    meeting = threading.Barrier(2, timeout=20)
+    threads = {}
+    vector_index, bm25_index = search_indexes.get_index("vector"), search_indexes.get_index("bm25")
+    search_vector, bm25_search = vector_index.search_vector, bm25_index.search
+
+    def vector_side(*args, **kwargs):
+        threads["vector"] = threading.get_ident()
+        meeting.wait()
+        return search_vector(*args, **kwargs)
+
+    def bm25_side(*args, **kwargs):
+        threads["bm25"] = threading.get_ident()
+        meeting.wait()
+        return bm25_search(*args, **kwargs)
+
+    monkeypatch.setattr(vector_index, "search_vector", vector_side)
+    monkeypatch.setattr(bm25_index, "search", bm25_side)
+    result = search("my lucky number", scopes=["agent:main"])
+
+    assert texts(result)[0].startswith("Remember: my lucky number is 88")
+    assert threads["bm25"] == threading.get_ident() != threads["vector"]
+    assert {"query_embedding", "vector_search", "bm25_search"} <= result.timings_ms.keys()
+
+
+def test_a_query_embedded_beforehand_is_not_embedded_again(store, monkeypatch):
+    embedder = search_indexes.get_index("vector").embedder
+    vector = embedder.embed_query("which day do releases go out")
+    expected = search("which day do releases go out", scopes=["agent:main"])
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the query was embedded again")
+
+    monkeypatch.setattr(embedder, "embed_query", refuse)
+    given = search("which day do releases go out", scopes=["agent:main"], query_vector=vector)
+
+    assert texts(given) == texts(expected) and texts(given)[0].startswith("Releases go out on Thursdays")
+    assert [f.candidate.vector_score for f in given.results] == pytest.approx(
+        [f.candidate.vector_score for f in expected.results], abs=1e-6
+    )
 
 
 def test_long_queries_are_truncated_and_limits_clamped_and_both_are_said(store):
