@@ -70,6 +70,11 @@ def test_a_postgres_restart_under_writes_loses_no_acknowledged_write_and_heals_i
             # The database goes away in the middle of the writes, and comes back.
             with Writers(api, "A", answers):
                 time.sleep(BEFORE)
+                # On a loaded machine the first writes may take longer: some must be acknowledged
+                # before the database goes away, or the test would test nothing about them.
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not any(a.status == 201 for a in list(answers.values())):
+                    time.sleep(0.1)
                 went_down = time.monotonic()
                 postgres.stop("fast")
                 time.sleep(DOWN)
