@@ -157,6 +157,12 @@ class _Directory:
     # opened with).
     marks: dict[str, str] = field(default_factory=dict)
 
+    def reload(self, path: Path) -> None:
+        """chromadb's state in this process is stale: drop it; every VectorIndex here reconnects."""
+        _evict_system(path)
+        self.generation += 1
+        self.marks.clear()
+
 
 _directories: dict[str, _Directory] = {}
 _directories_lock = threading.Lock()
@@ -350,6 +356,17 @@ class VectorIndex:
         current = {str(c.id): (c.metadata or {}).get(WRITTEN) for c in listed}
         return {scope: current.get(str(collection.id), _GONE) for scope, collection in wanted.items()}
 
+    def _held_matrices(self, wanted: Mapping[str, object]) -> tuple[dict[str, str | None], dict[str, Matrix | None]]:
+        """The current marks of the wanted scopes that may be searched exactly, and the matrix this
+        process holds for each under that mark (None: not held, or stale). None of that when exact
+        search is off; a scope known to be big is left out without asking for its mark (a request
+        to a chromadb server)."""
+        if settings.MEMORYUI_VECTOR_EXACT_BELOW <= 0:
+            return {}, {}
+        checked = {s: c for s, c in wanted.items() if not EXACT.known_big(self._exact_key(c))}
+        marks = self._current_marks(checked) if checked else {}
+        return marks, {s: EXACT.get(self._exact_key(c), marks[s]) for s, c in checked.items()}
+
     def _exact_key(self, collection) -> tuple[str, str]:
         return (self.location, str(collection.id))
 
@@ -427,7 +444,6 @@ class VectorIndex:
         if vector.shape[0] != self.embedder.dim:
             raise ValueError(f"query vector has dimension {vector.shape[0]}, the index {self.embedder.dim}")
         asked = max(k, CANDIDATES)
-        exact = settings.MEMORYUI_VECTOR_EXACT_BELOW > 0
         found: list[tuple[float, str]] = []
         with self._using("search the index") as collections:
             if self.url and scopes is not None and not set(scopes) <= collections.keys():
@@ -435,20 +451,16 @@ class VectorIndex:
                 self._collections = None
                 collections = self._load_collections()
             wanted = collections if scopes is None else {s: collections[s] for s in scopes if s in collections}
-            # A scope known to be big is searched by its graph without asking for its mark.
-            checked = {s: c for s, c in wanted.items() if exact and not EXACT.known_big(self._exact_key(c))}
-            marks = self._current_marks(checked) if checked else {}
+            marks, matrices = self._held_matrices(wanted)
             for scope, collection in wanted.items():
-                if scope in checked:
+                if matrices.get(scope) is not None:
+                    found.extend(matrices[scope].nearest(vector, k))
+                    if methods is not None:
+                        methods[scope] = "exact"
+                    continue
+                if scope in marks and marks[scope] != _GONE:
                     key = self._exact_key(collection)
-                    matrix = EXACT.get(key, marks[scope])
-                    if matrix is not None:
-                        found.extend(matrix.nearest(vector, k))
-                        if methods is not None:
-                            methods[scope] = "exact"
-                        continue
-                    if marks[scope] != _GONE:
-                        EXACT.request(key, marks[scope], self._reader(scope, key))
+                    EXACT.request(key, marks[scope], self._reader(scope, key))
                 result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
                 found.extend(zip(result["distances"][0], result["ids"][0], strict=True))
                 if methods is not None:
@@ -496,11 +508,10 @@ class VectorIndex:
         found: dict[str, np.ndarray] = {}
         with self._using("read stored vectors") as collections:
             wanted = collections if scopes is None else {s: collections[s] for s in scopes if s in collections}
-            marks = self._current_marks(wanted) if settings.MEMORYUI_VECTOR_EXACT_BELOW > 0 and wanted else {}
+            _, matrices = self._held_matrices(wanted)
             for scope, collection in wanted.items():
-                matrix = EXACT.get(self._exact_key(collection), marks[scope]) if marks else None
-                if matrix is not None:
-                    found.update(matrix.stored(ids))
+                if matrices.get(scope) is not None:
+                    found.update(matrices[scope].stored(ids))
                     continue
                 page = collection.get(ids=ids, include=["embeddings"])
                 embeddings = page["embeddings"] if page["embeddings"] is not None else []
@@ -644,9 +655,7 @@ class VectorIndex:
                 if stamp is None or stamp != directory.stamp:
                     # Another process wrote (or the directory was deleted): this process's
                     # chromadb state is stale. Reload it; every VectorIndex here reconnects.
-                    _evict_system(self.path)
-                    directory.generation += 1
-                    directory.marks.clear()
+                    directory.reload(self.path)
                 with self._lock:
                     if self._generation != directory.generation:
                         self._client, self._collections = None, None
@@ -795,9 +804,7 @@ class VectorIndex:
             collections = self._open_collections()
             if self._set_ef_search(collections) and not self.url:
                 directory = _directory(self.path)  # held by this thread: see _guard
-                _evict_system(self.path)
-                directory.generation += 1
-                directory.marks.clear()
+                directory.reload(self.path)
                 self._client, self._generation = None, directory.generation
                 collections = self._open_collections()
             self._collections = collections
