@@ -20,58 +20,9 @@ from searchindex import exact, vector
 from searchindex.documents import IndexedMemory
 from searchindex.exact import EXACT, ExactScopes, Matrix
 from searchindex.vector import VectorIndex
-from tests.fakes import HashEmbedder
+from tests.searchindex.hashed_vectors import DIM, SCOPE, exact_top, memories, queries
 
 ROOT = Path(__file__).resolve().parents[2]
-SCOPE = "agent:main"
-DIM = 32
-
-
-def memories(count: int, *, scope: str = SCOPE, start: int = 0, word: str = "memory") -> list[IndexedMemory]:
-    return [
-        IndexedMemory(
-            id=f"00000000-0000-0000-0000-{n:012d}",
-            scope=scope,
-            kind="fact",
-            tier="working",
-            pinned=False,
-            text=f"{word} number {n}",
-            content_hash=f"h-{n}-{word}",
-        )
-        for n in range(start, start + count)
-    ]
-
-
-@pytest.fixture(params=["embedded", "server"])
-def backend(request, tmp_path):
-    if request.param == "embedded":
-        return {"path": tmp_path / "chroma"}
-    return {"url": request.getfixturevalue("chroma_server").url}
-
-
-@pytest.fixture
-def open_index():
-    opened = []
-
-    def open_(**where) -> VectorIndex:
-        index = VectorIndex(embedder=HashEmbedder(dim=DIM), **where)
-        opened.append(index)
-        return index
-
-    yield open_
-    for index in opened:
-        index.close()
-
-
-def truth(index: VectorIndex, items: list[IndexedMemory], query: np.ndarray, k: int) -> list[str]:
-    stored = index.embedder.embed_passages([item.text for item in items])
-    order = np.argsort(-(stored @ query), kind="stable")[:k]
-    return [items[n].id for n in order]
-
-
-def queries(count: int, seed: int = 5) -> np.ndarray:
-    rows = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 def searched(index: VectorIndex, query, k: int = 10, scopes=(SCOPE,)) -> tuple[list[str], dict[str, str]]:
@@ -82,15 +33,15 @@ def searched(index: VectorIndex, query, k: int = 10, scopes=(SCOPE,)) -> tuple[l
     return [hit.id for hit in hits], methods
 
 
-def test_a_small_scope_is_searched_exactly_where_a_thin_graph_misses(settings, open_index, tmp_path, monkeypatch):
+def test_a_small_scope_is_searched_exactly_where_a_thin_graph_misses(settings, hashed_index, tmp_path, monkeypatch):
     settings.MEMORYUI_CHROMA_HNSW_M = 4
     settings.MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = 10
     settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 10
     monkeypatch.setattr(vector, "CANDIDATES", 10)
     items = memories(3000)
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(items)
-    asked = queries(30)
+    asked = queries(30, seed=5)
 
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
     by_graph = [searched(index, q)[0] for q in asked]
@@ -98,16 +49,16 @@ def test_a_small_scope_is_searched_exactly_where_a_thin_graph_misses(settings, o
     assert index.warm([SCOPE]) == {SCOPE: "exact"}
     by_matrix = [searched(index, q) for q in asked]
 
-    expected = [truth(index, items, q, 10) for q in asked]
+    expected = [exact_top(index, items, q, 10) for q in asked]
     assert by_graph != expected  # the thin graph misses true neighbours: what exact search is for
     assert [ids for ids, _ in by_matrix] == expected
     assert {method for _, methods in by_matrix for method in methods.values()} == {"exact"}
 
 
-def test_the_first_search_uses_the_graph_and_the_matrix_is_read_for_the_next(settings, backend, open_index):
+def test_the_first_search_uses_the_graph_and_the_matrix_is_read_for_the_next(settings, backend, hashed_index):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 1000
     items = memories(60)
-    index = open_index(**backend)
+    index = hashed_index(**backend)
     index.upsert(items)
     query = index.embedder.embed_query("memory number 7")
 
@@ -116,19 +67,19 @@ def test_the_first_search_uses_the_graph_and_the_matrix_is_read_for_the_next(set
     second, second_methods = searched(index, query)
 
     assert first_methods == {SCOPE: "hnsw"} and second_methods == {SCOPE: "exact"}
-    assert first == second == truth(index, items, query, 10)
+    assert first == second == exact_top(index, items, query, 10)
     hits = index.search_vector(query, scopes=[SCOPE], k=3)
     assert hits[0].id == items[7].id and hits[0].score == pytest.approx(1.0, abs=1e-5)
 
 
 def test_a_scope_at_the_line_or_above_is_searched_by_its_graph_until_it_falls_below(
-    settings, backend, open_index, monkeypatch
+    settings, backend, hashed_index, monkeypatch
 ):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 40
     monkeypatch.setattr(exact, "MIN_GAP", 0.0)  # counted a moment ago: no pause before counting again
     monkeypatch.setattr(exact, "RELOAD_FACTOR", 0)
     items = memories(40)
-    index = open_index(**backend)
+    index = hashed_index(**backend)
     index.upsert(items)
     assert index.warm([SCOPE]) == {SCOPE: "hnsw"}
     assert searched(index, "memory number 3")[1] == {SCOPE: "hnsw"}
@@ -140,10 +91,10 @@ def test_a_scope_at_the_line_or_above_is_searched_by_its_graph_until_it_falls_be
     assert methods == {SCOPE: "exact"} and ids[0] == items[3].id and items[0].id not in ids
 
 
-def test_this_processs_writes_keep_its_matrix_current(settings, open_index, tmp_path):
+def test_this_processs_writes_keep_its_matrix_current(settings, hashed_index, tmp_path):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 1000
     items = memories(30)
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(items)
     index.warm([SCOPE])
 
@@ -171,6 +122,13 @@ def test_this_processs_writes_keep_its_matrix_current(settings, open_index, tmp_
     assert all(np.allclose(held[pk], stored[pk], atol=1e-6) for pk in held)
 
 
+def in_another_process(code: str, *args: str) -> str:
+    """Run `code` in a Python process of its own; what it printed (it must exit with 0)."""
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 # Runs in another process: upsert one memory into the index at argv[1] (a path or a server URL).
 OTHER_WRITER = """
 import sys
@@ -185,25 +143,18 @@ index.close()
 """
 
 
-def test_a_write_by_another_process_or_host_is_found_at_once(settings, backend, open_index, monkeypatch):
+def test_a_write_by_another_process_or_host_is_found_at_once(settings, backend, hashed_index, monkeypatch):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 1000
     monkeypatch.setattr(exact, "MIN_GAP", 0.0)  # read a moment ago: no pause before reading again
     monkeypatch.setattr(exact, "RELOAD_FACTOR", 0)
     items = memories(30)
-    index = open_index(**backend)
+    index = hashed_index(**backend)
     index.upsert(items)
     assert index.warm([SCOPE]) == {SCOPE: "exact"}
     where = backend.get("url") or str(backend["path"])
     newcomer = memories(1, start=900, word="newcomer")[0]
 
-    done = subprocess.run(
-        [sys.executable, "-c", OTHER_WRITER, where, str(DIM), newcomer.id, newcomer.text],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    in_another_process(OTHER_WRITER, where, str(DIM), newcomer.id, newcomer.text)
 
     ids, methods = searched(index, newcomer.text)
     assert methods == {SCOPE: "hnsw"} and ids[0] == newcomer.id  # the matrix is stale: not used
@@ -223,26 +174,19 @@ print(index.search("memory number 5", scopes=["agent:main"], k=1)[0].id)
 """
 
 
-def test_a_process_that_exits_while_its_matrix_is_being_read_exits_cleanly(settings, open_index, tmp_path):
-    index = open_index(path=tmp_path / "chroma")
+def test_a_process_that_exits_while_its_matrix_is_being_read_exits_cleanly(settings, hashed_index, tmp_path):
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(memories(4000))
     index.close()
 
     for _ in range(3):
-        done = subprocess.run(
-            [sys.executable, "-c", SEARCH_AND_EXIT, str(tmp_path / "chroma"), str(DIM)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == [memories(1, start=5)[0].id]
+        printed = in_another_process(SEARCH_AND_EXIT, str(tmp_path / "chroma"), str(DIM))
+        assert printed.split() == [memories(1, start=5)[0].id]
 
 
-def test_a_reset_drops_the_matrices_of_the_index(settings, open_index, tmp_path):
+def test_a_reset_drops_the_matrices_of_the_index(settings, hashed_index, tmp_path):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 1000
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(memories(10))
     index.warm()
     assert EXACT.held()["scopes"] == 1
@@ -253,9 +197,9 @@ def test_a_reset_drops_the_matrices_of_the_index(settings, open_index, tmp_path)
     assert searched(index, "memory number 1") == ([], {})
 
 
-def test_exact_search_off_searches_every_scope_by_its_graph(settings, open_index, tmp_path):
+def test_exact_search_off_searches_every_scope_by_its_graph(settings, hashed_index, tmp_path):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(memories(10) + memories(5, scope="agent:other", start=100))
     assert index.warm() == {SCOPE: "hnsw", "agent:other": "hnsw"}
     ids, methods = searched(index, "memory number 101", scopes=(SCOPE, "agent:other"))
@@ -362,9 +306,9 @@ def test_a_scope_counted_above_the_line_is_not_counted_again_until_written():
     assert scopes.wait(10) and counts == [1, 1]
 
 
-def test_a_write_leaves_the_matrix_a_search_already_holds_untouched(settings, open_index, tmp_path):
+def test_a_write_leaves_the_matrix_a_search_already_holds_untouched(settings, hashed_index, tmp_path):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 1000
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     items = memories(50)
     index.upsert(items)
     index.warm([SCOPE])
@@ -379,10 +323,10 @@ def test_a_write_leaves_the_matrix_a_search_already_holds_untouched(settings, op
 
 
 def test_a_scope_known_to_be_big_is_searched_by_its_graph_without_asking_for_its_mark(
-    settings, backend, open_index, monkeypatch
+    settings, backend, hashed_index, monkeypatch
 ):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 20
-    index = open_index(**backend)
+    index = hashed_index(**backend)
     index.upsert(memories(30) + memories(5, scope="agent:small", start=100))
     assert index.warm() == {SCOPE: "hnsw", "agent:small": "exact"}
     asked: list[set[str]] = []

@@ -14,34 +14,15 @@ import sys
 from pathlib import Path
 
 import chromadb
-import numpy as np
 import pytest
 from chromadb.config import Settings as ChromaSettings
 
 from searchindex import indexes as search_indexes
 from searchindex import vector
-from searchindex.documents import IndexedMemory
 from searchindex.vector import VectorIndex
-from tests.fakes import HashEmbedder
+from tests.searchindex.hashed_vectors import SCOPE, exact_top, memories, queries
 
 ROOT = Path(__file__).resolve().parents[2]
-SCOPE = "agent:main"
-DIM = 32
-
-
-def memories(count: int, *, scope: str = SCOPE, start: int = 0) -> list[IndexedMemory]:
-    return [
-        IndexedMemory(
-            id=f"00000000-0000-0000-0000-{n:012d}",
-            scope=scope,
-            kind="fact",
-            tier="working",
-            pinned=False,
-            text=f"memory number {n}",
-            content_hash=f"h-{n}",
-        )
-        for n in range(start, start + count)
-    ]
 
 
 def hnsw_settings(settings, m: int, ef_construction: int, ef_search: int) -> None:
@@ -56,28 +37,6 @@ def _graph_search_only(settings):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
 
 
-@pytest.fixture(params=["embedded", "server"])
-def backend(request, tmp_path):
-    """Where the index lives: `{"path": ...}` or `{"url": ...}` of a real `chroma run` server."""
-    if request.param == "embedded":
-        return {"path": tmp_path / "chroma"}
-    return {"url": request.getfixturevalue("chroma_server").url}
-
-
-@pytest.fixture
-def open_index():
-    opened = []
-
-    def open_(**where) -> VectorIndex:
-        index = VectorIndex(embedder=HashEmbedder(dim=DIM), **where)
-        opened.append(index)
-        return index
-
-    yield open_
-    for index in opened:
-        index.close()
-
-
 def recorded_hnsw(where: dict, index: VectorIndex, scope: str = SCOPE) -> dict:
     """The HNSW configuration chromadb keeps for the scope's collection, read by a client of our own."""
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
@@ -89,20 +48,9 @@ def recorded_hnsw(where: dict, index: VectorIndex, scope: str = SCOPE) -> dict:
     return client.get_collection(index.scope_collection_name(scope), embedding_function=None).configuration_json["hnsw"]
 
 
-def exact_top(index: VectorIndex, items: list[IndexedMemory], query: np.ndarray, k: int) -> list[str]:
-    stored = index.embedder.embed_passages([item.text for item in items])
-    order = np.argsort(-(stored @ query), kind="stable")[:k]
-    return [items[n].id for n in order]
-
-
-def queries(count: int, seed: int = 3) -> np.ndarray:
-    rows = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
-
-
-def test_a_new_collection_is_built_with_the_configured_hnsw_settings(settings, backend, open_index):
+def test_a_new_collection_is_built_with_the_configured_hnsw_settings(settings, backend, hashed_index):
     hnsw_settings(settings, m=24, ef_construction=120, ef_search=80)
-    index = open_index(**backend)
+    index = hashed_index(**backend)
     index.upsert(memories(3))
 
     recorded = recorded_hnsw(backend, index)
@@ -112,14 +60,14 @@ def test_a_new_collection_is_built_with_the_configured_hnsw_settings(settings, b
     assert index.hnsw()["matches"] is True and index.hnsw()["rebuild_needed"] == ""
 
 
-def test_a_changed_ef_search_is_set_on_the_live_collection_when_the_index_is_opened(settings, backend, open_index):
+def test_a_changed_ef_search_is_set_on_the_live_collection_when_the_index_is_opened(settings, backend, hashed_index):
     hnsw_settings(settings, m=16, ef_construction=100, ef_search=100)
-    built = open_index(**backend)
+    built = hashed_index(**backend)
     built.upsert(memories(5))
     built.close()
 
     settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 250
-    index = open_index(**backend)
+    index = hashed_index(**backend)
     hits = index.search("memory number 2", scopes=[SCOPE], k=1)
 
     assert [hit.id for hit in hits] == [memories(5)[2].id]
@@ -129,13 +77,13 @@ def test_a_changed_ef_search_is_set_on_the_live_collection_when_the_index_is_ope
 
 
 def test_the_embedded_index_searches_with_a_new_ef_search_in_the_same_process(
-    settings, tmp_path, open_index, monkeypatch
+    settings, tmp_path, hashed_index, monkeypatch
 ):
     """chromadb keeps a loaded graph's ef_search for the life of the process: the index reloads it."""
     monkeypatch.setattr(vector, "CANDIDATES", 1)  # k alone: the graph's ef_search decides the search
     items = memories(1500)
     hnsw_settings(settings, m=4, ef_construction=10, ef_search=10)
-    narrow = open_index(path=tmp_path / "chroma")
+    narrow = hashed_index(path=tmp_path / "chroma")
     narrow.upsert(items)
     probes = queries(40)
 
@@ -148,7 +96,7 @@ def test_the_embedded_index_searches_with_a_new_ef_search_in_the_same_process(
 
     before = recall(narrow)
     settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 1500
-    wide = open_index(path=tmp_path / "chroma")  # same directory, same process, graph already loaded
+    wide = hashed_index(path=tmp_path / "chroma")  # same directory, same process, graph already loaded
 
     after, other_handle = recall(wide), recall(narrow)
     print(f"recall@10 with ef_search 10: {before:.3f}, 1500: {after:.3f}, {other_handle:.3f}")
@@ -156,14 +104,14 @@ def test_the_embedded_index_searches_with_a_new_ef_search_in_the_same_process(
     assert after >= 0.98 and other_handle >= 0.98  # the other handle of this process reloaded too
 
 
-def test_a_graph_built_with_other_m_and_ef_construction_asks_for_a_rebuild(settings, tmp_path, open_index):
+def test_a_graph_built_with_other_m_and_ef_construction_asks_for_a_rebuild(settings, tmp_path, hashed_index):
     hnsw_settings(settings, m=16, ef_construction=100, ef_search=100)
-    old = open_index(path=tmp_path / "chroma")
+    old = hashed_index(path=tmp_path / "chroma")
     old.upsert(memories(4) + memories(2, scope="agent:ops", start=10))
     old.close()
 
     hnsw_settings(settings, m=32, ef_construction=200, ef_search=100)
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(memories(1, scope="agent:new", start=20))  # a new scope gets the new shape
     info = index.info()
 
@@ -184,23 +132,23 @@ def test_a_graph_built_with_other_m_and_ef_construction_asks_for_a_rebuild(setti
     )
 
 
-def test_every_collection_built_the_old_way_is_named_without_a_count(settings, tmp_path, open_index):
+def test_every_collection_built_the_old_way_is_named_without_a_count(settings, tmp_path, hashed_index):
     hnsw_settings(settings, m=16, ef_construction=100, ef_search=100)
-    open_index(path=tmp_path / "chroma").upsert(memories(2))
+    hashed_index(path=tmp_path / "chroma").upsert(memories(2))
     hnsw_settings(settings, m=48, ef_construction=400, ef_search=100)
 
-    assert open_index(path=tmp_path / "chroma").hnsw()["rebuild_needed"] == (
+    assert hashed_index(path=tmp_path / "chroma").hnsw()["rebuild_needed"] == (
         "built with M=16, ef_construction=100; settings say M=48, ef_construction=400: rebuild to apply"
     )
 
 
-def test_a_search_asks_for_more_candidates_than_k_and_keeps_the_exact_top_k(settings, tmp_path, open_index):
+def test_a_search_asks_for_more_candidates_than_k_and_keeps_the_exact_top_k(settings, tmp_path, hashed_index):
     """A poor graph (M=4, ef 10) holding fewer memories than CANDIDATES: asked for k alone, chromadb
     misses neighbours; asked for CANDIDATES, it looks at every node, so the top k is exact."""
     assert vector.CANDIDATES >= 40
     hnsw_settings(settings, m=4, ef_construction=10, ef_search=10)
     items = memories(40)
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(items)
     probes = queries(60)
     collection = index._load_collections()[SCOPE]
@@ -215,10 +163,10 @@ def test_a_search_asks_for_more_candidates_than_k_and_keeps_the_exact_top_k(sett
     assert missed_by_k_alone > 0, "the graph should miss neighbours when asked for k alone"
 
 
-def test_a_search_over_several_scopes_keeps_the_best_k_of_all(settings, tmp_path, open_index):
+def test_a_search_over_several_scopes_keeps_the_best_k_of_all(settings, tmp_path, hashed_index):
     hnsw_settings(settings, m=16, ef_construction=100, ef_search=100)
     items = memories(30) + memories(30, scope="agent:ops", start=100)
-    index = open_index(path=tmp_path / "chroma")
+    index = hashed_index(path=tmp_path / "chroma")
     index.upsert(items)
 
     for query in queries(10, seed=5):
