@@ -351,7 +351,7 @@ def run_build(spec: dict) -> dict:
 
 def reopen(client: chromadb.ClientAPI, path: Path) -> chromadb.ClientAPI:
     """A new client of `path` after stopping chromadb's in-process system for it (as
-    searchindex/vector.py's _evict_system does), so the collection is loaded again from disk."""
+    searchindex/chroma.py's evict_system does), so the collection is loaded again from disk."""
     with SharedSystemClient._refcount_lock:
         system = SharedSystemClient._identifier_to_system.pop(str(path), None)
         SharedSystemClient._identifier_to_refcount.pop(str(path), None)

@@ -31,41 +31,31 @@ deployment whose web and worker processes should not share a directory. Start on
     CHROMA_URL=http://127.0.0.1:8001
 
 Every request to the server is bounded: MEMORYUI_CHROMA_CONNECT_TIMEOUT seconds to connect,
-MEMORYUI_CHROMA_TIMEOUT seconds for the request. chromadb's HttpClient() makes three requests
-(identity, tenant, database) on an HTTP session with no timeout at all while it is being
-constructed, so the first connect is guarded twice: a heartbeat with our timeouts first (a dead,
-refusing or unreachable server fails there, within the connect timeout), then the construction
-itself in a thread that is waited for only so long (a server that accepts connections but never
-answers). A server that goes away and comes back is used again on the next call: nothing is
-given up for good, and a failed first connect is tried again on the next use.
+MEMORYUI_CHROMA_TIMEOUT seconds for the request, the client's construction included
+(`searchindex.chroma`, which also holds the embedded directory's lock and reload). A server
+that goes away and comes back is used again on the next call: nothing is given up for good, and
+a failed first connect is tried again on the next use.
 
 Every backend failure (server down, disk error) surfaces as IndexUnavailable("vector", ...).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import chromadb
 import httpx
 import numpy as np
-from chromadb.api import ClientAPI
-from chromadb.api.fastapi import FastAPI
-from chromadb.api.shared_system_client import SharedSystemClient
-from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, DuplicateIDError, InvalidArgumentError, NotFoundError
 from django.conf import settings
 
+from searchindex import chroma
+from searchindex.chroma import connect_server, open_embedded
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
 from searchindex.embeddings import Embedder, EmbedderUnavailable, get_embedder
 from searchindex.exact import EXACT, WRITTEN, Matrix, new_mark
@@ -82,7 +72,6 @@ BATCH = 1000
 # batches on its own, and the window only bounds the vectors held in memory (~1.5 KB each).
 EMBED_BATCH = 10_000
 PAGE = 1000  # entries read per page by entries()
-LOCK_FILE = "memoryui.lock"
 # Neighbours asked of each scope's collection per search, of which the best k overall are kept.
 # chromadb's HNSW search explores max(ef_search, n_results) nodes and reports exact distances for
 # what it found, so asking for more is a wider search whose best k are at least as good; measured
@@ -145,34 +134,6 @@ def _rebuild_needed(built: dict[str, dict], configured: dict[str, int]) -> str:
     return f"built with {found}; settings say M={wanted[0]}, ef_construction={wanted[1]}: rebuild to apply"
 
 
-@dataclass
-class _Directory:
-    """What this process knows about one embedded index directory (shared by its VectorIndexes)."""
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    stamp: tuple | None = None  # the database file as this process last left it
-    generation: int = 0  # bumped when chromadb is reloaded: older clients are stale
-    # Collection id → the write mark this process gave it since the generation began (each
-    # VectorIndex keeps collection objects of its own, whose metadata holds the mark they were
-    # opened with).
-    marks: dict[str, str] = field(default_factory=dict)
-
-    def reload(self, path: Path) -> None:
-        """chromadb's state in this process is stale: drop it; every VectorIndex here reconnects."""
-        _evict_system(path)
-        self.generation += 1
-        self.marks.clear()
-
-
-_directories: dict[str, _Directory] = {}
-_directories_lock = threading.Lock()
-
-
-def _directory(path: Path) -> _Directory:
-    with _directories_lock:
-        return _directories.setdefault(str(path), _Directory())
-
-
 class VectorIndex:
     """Cosine-similarity search over active memories, one chromadb collection per scope.
 
@@ -209,6 +170,10 @@ class VectorIndex:
         self._generation = -1
         self._lock = threading.RLock()
         self._max_batch: int | None = None  # the client's limit of records per call, asked once
+
+    @property
+    def _bounds(self) -> httpx.Timeout:
+        return httpx.Timeout(self.timeout, connect=self.connect_timeout)
 
     @property
     def location(self) -> str:
@@ -326,14 +291,14 @@ class VectorIndex:
         if self.url:
             EXACT.drop(key)
             return
-        _directory(self.path).marks[str(collection.id)] = after
+        chroma.directory(self.path).marks[str(collection.id)] = after
         EXACT.patch(key, before=before, after=after, upserted=upserted, vectors=vectors, deleted=deleted)
 
     def _mark(self, collection) -> str | None:
         """The collection's write mark as this process knows it (the embedded index: current under
         the directory lock; a server: as of when the collection was opened)."""
         if not self.url:
-            marks = _directory(self.path).marks
+            marks = chroma.directory(self.path).marks
             if str(collection.id) in marks:
                 return marks[str(collection.id)]
         return (collection.metadata or {}).get(WRITTEN)
@@ -628,11 +593,11 @@ class VectorIndex:
         """Release the chromadb client (its SQLite files, for the embedded one)."""
         with self._lock:
             client, self._client, self._collections = self._client, None, None
-            current = self.url or self._generation == _directory(self.path).generation
+            current = self.url or self._generation == chroma.directory(self.path).generation
         # A client from before a reload belongs to a stopped system: closing it would
         # release the new system's reference instead.
         if client is not None and current:
-            _close_http_client(client)
+            chroma.close_http_client(client)
 
     # --- connection --------------------------------------------------------------------
 
@@ -649,9 +614,9 @@ class VectorIndex:
             if self.url:
                 yield
                 return
-            directory = _directory(self.path)
-            with directory.lock, _file_lock(self.path, exclusive=write):
-                stamp = _stamp(self.path)
+            directory = chroma.directory(self.path)
+            with directory.lock, chroma.file_lock(self.path, exclusive=write):
+                stamp = chroma.stamp(self.path)
                 if stamp is None or stamp != directory.stamp:
                     # Another process wrote (or the directory was deleted): this process's
                     # chromadb state is stale. Reload it; every VectorIndex here reconnects.
@@ -665,7 +630,7 @@ class VectorIndex:
                 except (ChromaError, OSError):
                     directory.stamp = None  # unsure what state chromadb is left in: reload next time
                     raise
-                directory.stamp = _stamp(self.path)
+                directory.stamp = chroma.stamp(self.path)
 
     @contextmanager
     def _backend(self, action: str) -> Iterator[None]:
@@ -681,112 +646,18 @@ class VectorIndex:
         except (ChromaError, httpx.HTTPError, OSError) as exc:
             # The handles may be stale (server restarted, collections reset elsewhere): reopen next time.
             self._collections = None
-            reason = self._reason(exc) if isinstance(exc, httpx.HTTPError) else exc
+            reason = chroma.reason(exc, self._bounds) if isinstance(exc, httpx.HTTPError) else exc
             raise IndexUnavailable("vector", f"cannot {action} at {self.location}: {reason}") from exc
 
     def _connect(self):
         with self._lock:
-            if self._client is not None:
-                return self._client
-            # Telemetry off: no background calls home from a machine that may be offline.
-            chroma_settings = ChromaSettings(anonymized_telemetry=False)
-            if not self.url:
-                try:
-                    self._client = chromadb.PersistentClient(path=str(self.path), settings=chroma_settings)
-                except (ValueError, ChromaError, OSError) as exc:
-                    raise IndexUnavailable("vector", f"cannot open chromadb at {self.path}: {exc}") from exc
-                return self._client
-            parts = urlsplit(self.url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise IndexUnavailable("vector", f"CHROMA_URL {self.url!r} is not an http(s) URL")
-            ssl = parts.scheme == "https"
-            try:
-                port = parts.port or (443 if ssl else 8000)  # 8000: chromadb's own default
-            except ValueError as exc:
-                raise IndexUnavailable("vector", f"CHROMA_URL {self.url!r}: {exc}") from exc
-            timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
-            api_url = FastAPI.resolve_url(
-                chroma_server_host=parts.hostname,
-                chroma_server_ssl_enabled=ssl,
-                default_api_path=chroma_settings.chroma_server_api_default_path,
-                chroma_server_http_port=port,
-            )
-            self._heartbeat(api_url, timeout)
-            client = self._handshake(
-                lambda: chromadb.HttpClient(host=parts.hostname, port=port, ssl=ssl, settings=chroma_settings)
-            )
-            # chromadb's HTTP sessions have no timeout at all: a stalled server would hang a
-            # recall request forever.
-            for session in _http_sessions(client):
-                session.timeout = timeout
-            self._client = client
-            return client
-
-    def _heartbeat(self, api_url: str, timeout: httpx.Timeout) -> None:
-        """Ask the server for its heartbeat, within our timeouts: a server that is down, refuses or
-        cannot be reached fails here quickly instead of inside chromadb's unbounded handshake."""
-        try:
-            with httpx.Client(timeout=timeout) as probe:
-                probe.get(f"{api_url}/heartbeat").raise_for_status()
-        except httpx.HTTPError as exc:
-            raise IndexUnavailable(
-                "vector", f"cannot connect to the chromadb server at {self.url}: {self._reason(exc)}"
-            ) from exc
-
-    def _handshake(self, build: Callable[[], ClientAPI]) -> ClientAPI:
-        """`build()` (chromadb.HttpClient()) in a thread, waited for connect + request timeout at most.
-
-        The handshake's requests have no timeout of their own, so a server that answered the
-        heartbeat and then stalls would hold the caller forever. A handshake given up on keeps
-        running in its thread; a client it builds after all is closed there, unused.
-        """
-        outcome: dict = {}
-        lock = threading.Lock()
-
-        def run() -> None:
-            try:
-                client = build()
-            except Exception as exc:  # handed to the caller below
-                with lock:
-                    outcome.setdefault("error", exc)
-                return
-            with lock:
-                late = "abandoned" in outcome
-                if not late:
-                    outcome["client"] = client
-            if late:
-                _close_http_client(client)
-
-        worker = threading.Thread(target=run, name="chromadb-handshake", daemon=True)
-        worker.start()
-        worker.join(self.connect_timeout + self.timeout)
-        with lock:
-            if not outcome:
-                outcome["abandoned"] = True
-                raise IndexUnavailable(
-                    "vector",
-                    f"cannot connect to the chromadb server at {self.url}: no answer to the handshake "
-                    f"within {self.connect_timeout + self.timeout:g} s",
+            if self._client is None:
+                self._client = (
+                    connect_server(self.url, timeout=self.timeout, connect_timeout=self.connect_timeout)
+                    if self.url
+                    else open_embedded(self.path)
                 )
-        if "error" in outcome:
-            exc = outcome["error"]
-            if isinstance(exc, (ValueError, ChromaError, httpx.HTTPError, OSError)):
-                # chromadb reports a refused connection as ValueError("Could not connect ...").
-                raise IndexUnavailable(
-                    "vector", f"cannot connect to the chromadb server at {self.url}: {self._reason(exc)}"
-                ) from exc
-            raise exc
-        return outcome["client"]
-
-    def _reason(self, exc: Exception) -> str:
-        """What went wrong, in words (httpx's timeouts carry no message of their own)."""
-        if isinstance(exc, httpx.ConnectTimeout):
-            return f"no connection within {self.connect_timeout:g} s (MEMORYUI_CHROMA_CONNECT_TIMEOUT)"
-        if isinstance(exc, httpx.TimeoutException):
-            return f"no answer within {self.timeout:g} s (MEMORYUI_CHROMA_TIMEOUT)"
-        if isinstance(exc, httpx.HTTPStatusError):
-            return f"{exc.request.url} answered HTTP {exc.response.status_code}; is it a chromadb 1.x server?"
-        return str(exc) or type(exc).__name__
+            return self._client
 
     def _load_collections(self) -> dict:
         """This embedder's collections by scope, checked against what the index recorded, each
@@ -803,7 +674,7 @@ class VectorIndex:
                 return self._collections
             collections = self._open_collections()
             if self._set_ef_search(collections) and not self.url:
-                directory = _directory(self.path)  # held by this thread: see _guard
+                directory = chroma.directory(self.path)  # held by this thread: see _guard
                 directory.reload(self.path)
                 self._client, self._generation = None, directory.generation
                 collections = self._open_collections()
@@ -875,58 +746,3 @@ class VectorIndex:
         slug = re.sub(r"[^a-z0-9]+", "-", scope.lower()).strip("-")[:32].strip("-")
         digest = hashlib.sha256(scope.encode()).hexdigest()[:8]
         return f"{self.collection_name}--{slug}-{digest}" if slug else f"{self.collection_name}--{digest}"
-
-
-@contextmanager
-def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
-    """An advisory lock on the index directory, held across processes for one operation."""
-    path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-def _stamp(path: Path) -> tuple | None:
-    """Identity and last change of the chromadb database file; None if there is none."""
-    try:
-        stat = (path / "chroma.sqlite3").stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-
-
-def _evict_system(path: Path) -> None:
-    """Stop and forget chromadb's in-process system for `path`, so the next client reloads it.
-
-    chromadb shares one system per persist directory and keeps it while it lives; it never
-    sees other processes' writes, nor that its directory was deleted (it would then read
-    ghost entries and write into an unlinked file). Uses chromadb's private cache (chromadb
-    is pinned; the tests cover it).
-    """
-    with SharedSystemClient._refcount_lock:
-        system = SharedSystemClient._identifier_to_system.pop(str(path), None)
-        SharedSystemClient._identifier_to_refcount.pop(str(path), None)
-    if system is not None:
-        system.stop()
-
-
-def _close_http_client(client) -> None:
-    """Close a chromadb client and its HTTP sessions (chromadb's close() leaves them open)."""
-    sessions = _http_sessions(client)
-    client.close()
-    for session in sessions:
-        session.close()
-
-
-def _http_sessions(client) -> list[httpx.Client]:
-    """The httpx sessions of a chromadb HttpClient and its admin client (private attributes;
-    chromadb is pinned and the tests cover this)."""
-    sessions = []
-    for owner in (client, getattr(client, "_admin_client", None)):
-        session = getattr(getattr(owner, "_server", None), "_session", None)
-        if isinstance(session, httpx.Client):
-            sessions.append(session)
-    return sessions

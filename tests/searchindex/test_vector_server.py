@@ -20,8 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from searchindex.chroma import http_sessions
 from searchindex.documents import IndexedMemory, IndexUnavailable
-from searchindex.vector import EmbedderMismatch, VectorIndex, _http_sessions
+from searchindex.vector import EmbedderMismatch, VectorIndex
 from tests.fakes import HashEmbedder
 from tests.integration.chroma_server import free_port
 
@@ -151,7 +152,7 @@ def test_the_timeouts_come_from_the_settings_and_bound_every_request(settings, c
     index = open_index(chroma_server.url)
     assert (index.connect_timeout, index.timeout) == (0.7, 4.0)
     assert index.count() == 0
-    sessions = _http_sessions(index._client)
+    sessions = http_sessions(index._client)
     assert sessions and all(session.timeout == httpx.Timeout(4.0, connect=0.7) for session in sessions)
 
 
