@@ -29,6 +29,7 @@ import re
 import threading
 import time
 import unicodedata
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -82,12 +83,25 @@ class SearchError(ValueError):
         super().__init__(message)
 
 
-@dataclass(frozen=True)
 class Found:
-    """One candidate with its memory, as a result or a candidate under the floor line."""
+    """One candidate with its memory, as a result or a candidate under the floor line.
 
-    memory: Memory
-    candidate: Candidate
+    A search's candidates hold their rows (`Rows`), and the Memory is made the first time it is
+    read: a search ranks up to 100 candidates and most callers read a few of them.
+    """
+
+    __slots__ = ("_memory", "_rows", "candidate")
+
+    def __init__(self, memory: Memory | None, candidate: Candidate, *, rows: Rows | None = None):
+        if (memory is None) == (rows is None):
+            raise ValueError("Found takes a memory or the rows holding it, not both")
+        self._memory, self._rows, self.candidate = memory, rows, candidate
+
+    @property
+    def memory(self) -> Memory:
+        if self._memory is None:
+            self._memory = self._rows[self.candidate.id]
+        return self._memory
 
     def to_dict(self) -> dict:
         memory, candidate = self.memory, self.candidate
@@ -113,6 +127,42 @@ class Found:
             "contributions": {name: round(value, 6) for name, value in candidate.contributions.items()},
             "adjustments": {name: round(value, 6) for name, value in candidate.adjustments.items()},
         }
+
+
+class Rows(Mapping[str, Memory]):
+    """Active memories by id, loaded as values and each made a Memory the first time it is read.
+
+    Making a model instance costs more than reading its row (Django's `Model.__init__`, for each
+    of the up to 100 candidates of a search); the rerank reads a few fields of every candidate
+    (`value`), the caller the memories of the few it shows.
+    """
+
+    def __init__(self, queryset, fields: tuple[str, ...]):
+        concrete = [f.attname for f in Memory._meta.concrete_fields]
+        # Model.from_db takes the loaded values in the model's field order.
+        self.fields = tuple(name for name in concrete if name in set(fields) | {"id"})
+        self._db = queryset.db
+        self._position = {name: n for n, name in enumerate(self.fields)}
+        self._values = {str(row[0]): row for row in queryset.values_list(*self.fields)}
+        self._made: dict[str, Memory] = {}
+
+    def value(self, pk: str, field: str):
+        return self._values[pk][self._position[field]]
+
+    def __getitem__(self, pk: str) -> Memory:
+        memory = self._made.get(pk)
+        if memory is None:
+            memory = self._made[pk] = Memory.from_db(self._db, self.fields, self._values[pk])
+        return memory
+
+    def __contains__(self, pk: object) -> bool:
+        return pk in self._values
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 @dataclass
@@ -253,7 +303,7 @@ def search(
         check_outside_top_k(retrieval, scopes, result.timings_ms)
         if retrieval.checked:  # rank's second look, without redoing its first
             candidates, result.answer = _judged(retrieval, settings, now, checked=retrieval.checked)
-    result.candidates = [Found(memories[c.id], c) for c in candidates]
+    result.candidates = [Found(None, c, rows=memories) for c in candidates]
     passing = [found for found in result.candidates if found.candidate.passes_floor] if result.answer.answered else []
     if floor:
         result.results = passing[:limit]
@@ -317,7 +367,7 @@ def retrieve(
     into: SearchResult | None = None,
     extra_fields: tuple[str, ...] = (),
     query_vector=None,
-) -> tuple[Retrieval, dict[str, Memory]]:
+) -> tuple[Retrieval, Rows]:
     """Ask the indexes, load the candidates' rows: the retrieval and the memories by id.
 
     Failures and timings go to `into` when given: one index down answers from the other, and
@@ -356,18 +406,23 @@ def retrieve(
 
     with _timed(into.timings_ms, "load_rows"):
         ids = {hit.id for hit in retrieval.vector_hits} | {hit.id for hit in retrieval.bm25_hits}
-        rows = Memory.objects.active().filter(pk__in=ids).only(*RESULT_FIELDS, *extra_fields)
+        rows = Memory.objects.active().filter(pk__in=ids)
         if scopes is not None:
             rows = rows.filter(scope__in=scopes)
-        memories = {str(memory.pk): memory for memory in rows}
-    retrieval.infos = {
-        pk: CandidateInfo(
-            tier=m.tier, pinned=m.pinned, importance=m.importance, updated_at=m.updated_at, created_at=m.created_at
-        )
-        for pk, m in memories.items()
-    }
-    if by_script:
-        retrieval.anchors = {pk: by_script[script_of(m.text)] for pk, m in memories.items()}
+        memories = Rows(rows, (*RESULT_FIELDS, *extra_fields))
+        value = memories.value
+        retrieval.infos = {
+            pk: CandidateInfo(
+                tier=value(pk, "tier"),
+                pinned=value(pk, "pinned"),
+                importance=value(pk, "importance"),
+                updated_at=value(pk, "updated_at"),
+                created_at=value(pk, "created_at"),
+            )
+            for pk in memories
+        }
+        if by_script:
+            retrieval.anchors = {pk: by_script[script_of(value(pk, "text"))] for pk in memories}
     return retrieval, memories
 
 

@@ -148,6 +148,26 @@ def test_every_result_explains_its_ranks_scores_and_adjustments(store):
     assert hit["vector_margin"] == pytest.approx(hit["vector_similarity"] - hit["vector_anchor"], abs=1e-3)
 
 
+def test_a_result_holds_its_memory_as_the_database_has_it_and_reads_the_rest_when_asked(
+    store, django_assert_num_queries
+):
+    memory = memory_with(store, "lucky number")
+    Memory.objects.filter(pk=memory.pk).update(importance=0.93, metadata={"source_file": "MEMORY.md"})
+    result = search("lucky number", scopes=["agent:main"], extra_fields=("metadata",))
+    [found] = [f for f in result.candidates if f.candidate.id == str(memory.pk)]
+    with django_assert_num_queries(0):  # what the search loaded
+        assert (found.memory.pk, found.memory.text, found.memory.importance) == (memory.pk, memory.text, 0.93)
+        assert found.memory.metadata == {"source_file": "MEMORY.md"} and found.memory.scope == "agent:main"
+        assert found.memory.created_at == memory.created_at and found.memory is found.memory
+    assert "confidence" in found.memory.get_deferred_fields()
+    with django_assert_num_queries(1):  # a field the search did not load is read on demand
+        assert found.memory.confidence == memory.confidence
+    # The rerank read the same row: the importance adjustment is the one of 0.93.
+    settings = result.settings
+    expected = settings.importance_weight * 0.93 * settings.fusion_unit
+    assert found.candidate.adjustments["importance"] == pytest.approx(expected)
+
+
 def test_each_retriever_can_answer_alone(store):
     bm25 = search("18600000000", scopes=["agent:main"], retriever="bm25")
     assert all(f.candidate.vector_rank is None for f in bm25.candidates)
