@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 from memoryui.reasons import Reason
 from memoryui.reports import Report, rounded
@@ -63,29 +64,41 @@ def label(candidate: Candidate, settings: RetrievalSettings, *, refused: str | N
     elif margin is not None:
         reasons.append(Reason("vector_margin", margin=margin))
     else:
-        reasons.append(Reason("no_vector_match"))
+        reasons.append(_fixed("no_vector_match"))
     coverage = candidate.bm25_coverage
     if coverage is not None:
         reasons.append(Reason("bm25_coverage", coverage=coverage))
     else:
-        reasons.append(Reason("no_bm25_match"))
+        reasons.append(_fixed("no_bm25_match"))
     m = -math.inf if margin is None else margin
     c = 0.0 if coverage is None else coverage
     if strong_evidence(m, c, settings):
         if m >= settings.strong_margin:
-            reasons.append(Reason("strong_margin", strong_margin=settings.strong_margin))
+            reasons.append(_fixed("strong_margin", strong_margin=settings.strong_margin))
         elif c >= settings.strong_coverage:
-            reasons.append(Reason("strong_coverage", strong_coverage=settings.strong_coverage))
+            reasons.append(_fixed("strong_coverage", strong_coverage=settings.strong_coverage))
         else:
             reasons.append(
-                Reason("strong_agreement", agree_margin=settings.agree_margin, agree_coverage=settings.agree_coverage)
+                _fixed("strong_agreement", agree_margin=settings.agree_margin, agree_coverage=settings.agree_coverage)
             )
         return STRONG, reasons
     if m >= settings.weak_margin or c >= settings.weak_coverage:
-        reasons.append(Reason("weak", strong_margin=settings.strong_margin, strong_coverage=settings.strong_coverage))
+        reasons.append(_fixed("weak", strong_margin=settings.strong_margin, strong_coverage=settings.strong_coverage))
         return WEAK, reasons
-    reasons.append(Reason("below_floor", weak_margin=settings.weak_margin, weak_coverage=settings.weak_coverage))
+    reasons.append(_fixed("below_floor", weak_margin=settings.weak_margin, weak_coverage=settings.weak_coverage))
     return BELOW, reasons
+
+
+def _fixed(code: str, **params) -> Reason:
+    """A reason whose parameters are the settings' (the same for every candidate of a query), made
+    once: a Reason is immutable, and making its words for each of 100 candidates cost more than
+    the rest of their labelling."""
+    return _made(code, tuple(params.items()))
+
+
+@lru_cache(maxsize=256)
+def _made(code: str, params: tuple) -> Reason:
+    return Reason(code, **dict(params))
 
 
 def strong_evidence(margin, coverage, settings: RetrievalSettings):
@@ -105,7 +118,7 @@ def judge(
     labelled = []
     for candidate in candidates:
         level, reasons = label(candidate, settings, refused=refused)
-        labelled.append(replace(candidate, label=level, reasons=tuple(reasons)))
+        labelled.append(candidate.labelled(level, tuple(reasons)))
     return labelled, decide(labelled)
 
 

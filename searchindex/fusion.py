@@ -35,6 +35,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
+from functools import cached_property
 
 from memoryui.reports import Report
 from memoryui.rules import TIERS
@@ -163,9 +164,10 @@ class RetrievalSettings:
             return {"vector": self.cc_vector_weight, "bm25": 1.0 - self.cc_vector_weight}
         return {"vector": self.rrf_vector_weight, "bm25": self.rrf_bm25_weight}
 
-    @property
+    @cached_property
     def fusion_unit(self) -> float:
-        """The fused score of a single first place of the heavier retriever: the scale of the rerank."""
+        """The fused score of a single first place of the heavier retriever: the scale of the rerank
+        (worked out once: the rerank reads it for every candidate)."""
         heaviest = max(self.weights.values())
         unit = heaviest if self.fusion == "cc" else heaviest / (self.rrf_k + 1)
         return unit or 1.0
@@ -341,6 +343,14 @@ class Candidate(Report):
             return None
         return similarity - self.anchor
 
+    def labelled(self, label: str, reasons: tuple[str, ...]) -> Candidate:
+        """This candidate with the answerability decision's label and reasons (what
+        `dataclasses.replace` gives, without running every field through __init__ again: a search
+        labels up to 100 candidates, and labels them again when it looks outside the top k)."""
+        copy = object.__new__(Candidate)
+        copy.__dict__.update(self.__dict__, label=label, reasons=reasons)
+        return copy
+
     @property
     def passes_floor(self) -> bool:
         return self.label != "below_floor"
@@ -422,11 +432,12 @@ def _best_hits(hits: Iterable[Hit]) -> dict[str, Hit]:
 
 def _adjustments(info: CandidateInfo, settings: RetrievalSettings, now: datetime) -> dict[str, float]:
     unit = settings.fusion_unit
-    tier_bonus = {
-        "core": settings.tier_core_bonus,
-        "working": settings.tier_working_bonus,
-        "peripheral": settings.tier_peripheral_bonus,
-    }[info.tier]
+    if info.tier == "core":
+        tier_bonus = settings.tier_core_bonus
+    elif info.tier == "working":
+        tier_bonus = settings.tier_working_bonus
+    else:
+        tier_bonus = settings.tier_peripheral_bonus
     importance = min(max(info.importance, 0.0), 1.0)
     return {
         "tier": tier_bonus * unit,

@@ -5,10 +5,12 @@ Plain values only: no database, no index.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
+from memoryui.reasons import Reason
 from searchindex.answerability import BELOW, STRONG, WEAK, decide, judge, label
 from searchindex.documents import Hit
 from searchindex.fusion import CandidateInfo, RetrievalSettings, fuse
@@ -113,3 +115,17 @@ def test_a_query_is_judged_again_with_the_exact_similarity_of_candidates_outside
     assert found.label == STRONG and found.margin == pytest.approx(0.06) and found.vector_score is None
     assert "read from its stored vector" in found.reasons[0]
     assert [c.id for c in rechecked] == [c.id for c in ranked], "the check never changes the ranking"
+
+
+def test_a_judged_candidate_is_the_fused_one_with_its_label_and_reasons_and_nothing_else_changed():
+    fused = [candidate(similarity=0.90, anchor=0.80, coverage=0.3), candidate(coverage=0.05)]
+    labelled, _ = judge(fused, KNOBS)
+    for before, after in zip(fused, labelled, strict=True):
+        level, reasons = label(before, KNOBS)
+        assert after == replace(before, label=level, reasons=tuple(reasons))
+        assert after is not before and before.label == "" and before.reasons == ()
+    # The reasons the settings alone decide are made once and are the same words as made afresh.
+    again, _ = judge([fused[0]], KNOBS)
+    strong, below = labelled[0].reasons[-1], labelled[1].reasons[-1]
+    assert again[0].reasons[-1] is strong and strong == Reason("strong_margin", strong_margin=0.085)
+    assert below == Reason("below_floor", weak_margin=0.0, weak_coverage=0.1) and below.code == "below_floor"
