@@ -15,7 +15,9 @@ score, each rerank adjustment, and its label with the reasons.
 
 A hybrid search asks both indexes at once: the query's embedding and the vector search run in a
 worker thread (neither touches the database) while this thread asks the BM25 index, so the two
-cost the slower of them, not their sum.
+cost the slower of them, not their sum. When a scope was searched by its HNSW graph, the stored
+vectors of the BM25 candidates outside the vector top k are read in that thread too, while the rows
+are loaded and ranked: a query the ranking does not answer is judged again with them.
 
 When one index cannot answer (a chromadb server down, a corrupt whoosh directory) a hybrid
 search answers from the other alone and says so in `degraded`; only when the requested
@@ -178,6 +180,7 @@ class Retrieval:
     # The exact similarity of BM25 candidates outside the vector top k (`check_outside_top_k`).
     checked: dict[str, float] = field(default_factory=dict)
     query_vector: object = None  # numpy array, when the query was embedded
+    asked_outside: Future | None = None  # `_ask_outside_top_k`'s read, when it started one
 
 
 @dataclass
@@ -344,18 +347,42 @@ def _judged(
 
 
 def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings: dict | None = None) -> None:
-    """Read the exact similarity of the BM25 candidates the vector index did not return."""
+    """Read the exact similarity of the BM25 candidates the vector index did not return (what
+    `_ask_outside_top_k` asked for already, when it did)."""
     if retrieval.query_vector is None or retrieval.refused:
         return
-    in_top_k = {hit.id for hit in retrieval.vector_hits}
-    outside = [hit.id for hit in retrieval.bm25_hits if hit.id not in in_top_k and hit.id in retrieval.infos]
+    outside = [hit.id for hit in _outside_top_k(retrieval) if hit.id in retrieval.infos]
     if not outside:
         return
     try:
         with _timed(timings if timings is not None else {}, "vector_check"):
-            retrieval.checked = get_index("vector").similarities(retrieval.query_vector, outside, scopes=scopes)
+            asked = retrieval.asked_outside
+            retrieval.checked = (
+                {pk: similarity for pk, similarity in asked.result().items() if pk in retrieval.infos}
+                if asked is not None
+                else get_index("vector").similarities(retrieval.query_vector, outside, scopes=scopes)
+            )
     except IndexUnavailable:
         retrieval.checked = {}
+
+
+def _outside_top_k(retrieval: Retrieval) -> list[Hit]:
+    in_top_k = {hit.id for hit in retrieval.vector_hits}
+    return [hit for hit in retrieval.bm25_hits if hit.id not in in_top_k]
+
+
+def _ask_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, searched: dict[str, str]) -> None:
+    """Start reading the similarity of the BM25 candidates outside the vector top k while the rows
+    are loaded and ranked, when a scope was searched by its HNSW graph: that read is a request to
+    chromadb (to its server, at a million memories ~5 ms), which a query the ranking does not
+    answer would otherwise wait for after the ranking. A scope searched exactly has its vectors
+    at hand, and an answered query never reads the answer."""
+    if retrieval.query_vector is None or retrieval.refused or "hnsw" not in searched.values():
+        return
+    outside = [hit.id for hit in _outside_top_k(retrieval)]
+    if outside:
+        index, vector = get_index("vector"), retrieval.query_vector
+        retrieval.asked_outside = _pool().submit(index.similarities, vector, outside, scopes=scopes)
 
 
 def retrieve(
@@ -404,6 +431,7 @@ def retrieve(
         into.degraded[name] = str(exc)
         into.notices.append(f"{name} index unavailable, answered from {other} alone: {exc}")
 
+    _ask_outside_top_k(retrieval, scopes, into.vector_searched)
     with _timed(into.timings_ms, "load_rows"):
         ids = {hit.id for hit in retrieval.vector_hits} | {hit.id for hit in retrieval.bm25_hits}
         rows = Memory.objects.active().filter(pk__in=ids)

@@ -12,8 +12,11 @@ from django.core.management import CommandError, call_command
 
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
+from searchindex import search as search_module
 from searchindex.exact import EXACT
+from searchindex.fusion import RetrievalSettings
 from searchindex.search import MAX_QUERY_CHARS, search
+from searchindex.vector import VectorIndex
 
 pytestmark = pytest.mark.django_db
 
@@ -99,6 +102,38 @@ def test_unanswerable_queries_return_nothing_and_the_near_misses_name_the_floor(
     reasons = " ".join(reason for found in result.below_floor for reason in found.candidate.reasons)
     assert "over the anchor" in reasons and "weak" not in result.answer.reason.split("(")[0]
     assert "vector_check" in result.timings_ms or all(f.candidate.vector_rank for f in result.candidates)
+
+
+def test_an_unanswered_query_reads_the_similarity_outside_the_top_k_while_it_is_ranked(store, settings, monkeypatch):
+    # Searched by the HNSW graph (a scope past the exact line), the read is started beside the
+    # rows' load and the ranking; the decision is the one a read after the ranking gives.
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
+    knobs = RetrievalSettings(vector_k=1)
+    query = "quantum cursor staging thursdays cards"
+    reads = []
+    similarities = VectorIndex.similarities
+
+    def read(index, vector, ids, *, scopes):
+        reads.append((threading.current_thread().name, sorted(ids)))
+        return similarities(index, vector, ids, scopes=scopes)
+
+    monkeypatch.setattr(VectorIndex, "similarities", read)
+    result = search(query, scopes=["agent:main"], settings=knobs)
+    assert result.vector_searched == {"agent:main": "hnsw"} and not result.answer.answered
+    [(thread, asked)] = reads
+    assert thread.startswith("memoryui-vector") and "vector_check" in result.timings_ms
+    checked = {
+        f.candidate.id: f.candidate.checked_similarity for f in result.candidates if f.candidate.vector_rank is None
+    }
+    assert len(checked) >= 2 and set(checked) <= set(asked) and None not in checked.values()
+
+    reads.clear()
+    monkeypatch.setattr(search_module, "_ask_outside_top_k", lambda *arguments: None)
+    after = search(query, scopes=["agent:main"], settings=knobs)
+    assert [thread for thread, _ in reads] == [threading.main_thread().name]
+    assert [(f.candidate.id, f.candidate.label, f.candidate.checked_similarity) for f in after.candidates] == [
+        (f.candidate.id, f.candidate.label, f.candidate.checked_similarity) for f in result.candidates
+    ]
 
 
 def test_without_the_floor_search_returns_the_raw_ranking(store):
