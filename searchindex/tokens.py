@@ -38,6 +38,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 
 import jieba
@@ -154,8 +155,11 @@ def _word_tokens(word: str, out: list[str]) -> None:
         out.append(word[:7])
 
 
+@lru_cache(maxsize=100_000)
 def _stem(word: str) -> str:
-    """An English word's Porter2 stem: "painted", "painting" and "paints" all match "paint"."""
+    """An English word's Porter2 stem: "painted", "painting" and "paints" all match "paint".
+
+    Remembered: a store's words repeat, and stemming was half of tokenizing a memory."""
     return stem(word) if len(word) > 3 else word
 
 

@@ -312,7 +312,7 @@ def test_optimize_merges_the_segments_and_keeps_every_entry(index):
 
 @pytest.fixture
 def common_from_three(monkeypatch):
-    """Terms held by 3 or more memories count as common (in production: 5% and 2000 memories)."""
+    """Terms held by 3 or more memories count as common (in production: 1% and at least 1000 memories)."""
     monkeypatch.setattr(lexical, "COMMON_TERM_MIN_DOCS", 3)
     monkeypatch.setattr(lexical, "COMMON_TERM_SHARE", 0.0)
 
