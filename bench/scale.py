@@ -114,7 +114,7 @@ from searchindex.search import search  # noqa: E402
 from searchindex.tasks import enqueue_sync  # noqa: E402
 from searchindex.vector import VectorIndex  # noqa: E402
 
-VERSION = 2  # bump when the way the store or the vectors are built changes: the caches rebuild
+VERSION = 3  # bump when the way the store or the vectors are built changes: the caches rebuild
 K = 50  # top k of every lexical and vector search
 PG_BATCH = 5000
 WARMUP = 5

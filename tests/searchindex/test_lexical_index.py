@@ -12,6 +12,7 @@ from whoosh import index as whoosh_index
 from searchindex import lexical
 from searchindex.documents import IndexedMemory, IndexUnavailable
 from searchindex.lexical import LexicalIndex
+from searchindex.tokens import tokenize
 
 COMMIT = "3f2c9a1b7d4e5f60718293a4b5c6d7e8f9012345"
 
@@ -308,6 +309,29 @@ def test_optimize_merges_the_segments_and_keeps_every_entry(index):
     assert len(index._index()._segments()) == 1
     assert index.entries() == before
     assert ids(index.search("deploy window", scopes=None, k=10)) != []
+
+
+def test_fill_builds_in_one_segment_the_index_chunked_upserts_and_optimize_build(tmp_path):
+    chunked, filled = LexicalIndex(tmp_path / "chunked"), LexicalIndex(tmp_path / "filled")
+    items = [*STORE, *(memory(f"m{n}", f"deploy window {n} on host {n % 3}", tags=("ops",)) for n in range(30))]
+    for start in range(0, len(items), 7):
+        chunked.upsert(items[start : start + 7])
+    chunked.optimize()
+    filled.fill(items)
+    assert len(filled._index()._segments()) == 1 and filled.entries() == chunked.entries()
+    # Written once, the text's total length is exact, as PostgreSQL's average reads it; whoosh's
+    # merges add up each entry's length as it stores it (rounded), a hair off.
+    exact = sum(len(tokenize(item.text)) for item in items)
+    assert filled._index().reader().field_length("text") == exact
+    for query in ("deploy window 7", "host 2 ops", "phone number", COMMIT[:10], "用户"):
+        found, built = filled.search(query, scopes=None, k=50), chunked.search(query, scopes=None, k=50)
+        assert [hit.id for hit in found] == [hit.id for hit in built] != [], query
+        assert [hit.score for hit in found] == pytest.approx([hit.score for hit in built], rel=0.01), query
+    with pytest.raises(ValueError, match="empty index"):
+        filled.fill([memory("late", "one more")])
+    with pytest.raises(ValueError, match="each memory once"):
+        LexicalIndex(tmp_path / "twice").fill([memory("a", "one"), memory("a", "two")])
+    assert filled.count() == len(items)
 
 
 @pytest.fixture
