@@ -140,9 +140,9 @@ class Rows(Mapping[str, Memory]):
     """
 
     def __init__(self, queryset, fields: tuple[str, ...]):
-        concrete = [f.attname for f in Memory._meta.concrete_fields]
+        wanted = {*fields, "id"}
         # Model.from_db takes the loaded values in the model's field order.
-        self.fields = tuple(name for name in concrete if name in set(fields) | {"id"})
+        self.fields = tuple(f.attname for f in Memory._meta.concrete_fields if f.attname in wanted)
         self._db = queryset.db
         self._position = {name: n for n, name in enumerate(self.fields)}
         self._values = {str(row[0]): row for row in queryset.values_list(*self.fields)}
