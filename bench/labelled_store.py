@@ -42,4 +42,10 @@ def ensure(name: str, path: Path, memories: int) -> str:
     # Whoosh keeps counting a replaced entry until its segment is merged, so a store indexed twice
     # (the write, then a sync) has doubled statistics; one segment makes them exact, as PostgreSQL's are.
     search_indexes.get_index("bm25").optimize()
+    # A scope below the exact line is searched by HNSW until this process has read its vectors in
+    # the background, exactly after: which queries got which would depend on the machine's load.
+    # Read them first, as a process that has served a while holds them (older code has no warm).
+    vector = search_indexes.get_index("vector")
+    if hasattr(vector, "warm"):
+        vector.warm()
     return embedder

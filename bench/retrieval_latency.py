@@ -235,11 +235,10 @@ def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> No
         cursor.execute("ANALYZE")
     print(f"  {n} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
-    # The vector index as `searchindex.health.rebuild()` writes it, chunk for chunk, with the cached
-    # vectors: its time is the rebuild's. whoosh is filled by one writer and one commit
-    # (`LexicalIndex.fill`): the one segment a rebuild's chunks and optimize leave. Written chunk by
-    # chunk, each commit a segment that whoosh merges, a million memories slowed to ~5,000 a minute
-    # past 600,000 (over an hour in all).
+    # Both indexes as `searchindex.health.rebuild()` writes them: the vectors chunk for chunk, with
+    # the cached vectors, so their time is the rebuild's; whoosh by one writer and one commit
+    # (`LexicalIndex.fill`). Written chunk by chunk, each commit a segment that whoosh merges, a
+    # million memories slowed to ~5,000 a minute past 600,000 (over an hour in all).
     cached = dict(zip([m["text"] for m in corpus], vectors, strict=True))
     vector_index = VectorIndex(embedder=CachedPassages(get_embedder(), cached))
     lexical_index = search_indexes.get_index("bm25")

@@ -131,7 +131,7 @@ def collect_in_child(name: str, lexical: str = "whoosh", postgres: str = "") -> 
     data_dir.mkdir(parents=True, exist_ok=True)
     sources = sorted(
         [*(ROOT / "recall").glob("*.py"), *(ROOT / "searchindex").glob("*.py"), ROOT / "memoryui" / "rules.py"]
-    ) + [Path(__file__)]
+    ) + [Path(__file__), Path(__file__).with_name("labelled_store.py")]
     digest = hashlib.sha256(SETS[name].read_bytes())
     for source in sources:
         digest.update(source.read_bytes())

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.db.models import Min
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from memoryui.models import IndexCheck, IndexOutbox, Memory
 from searchindex.documents import IndexedMemory, IndexUnavailable
-from searchindex.indexes import CHUNK, INDEX_NAMES, engine, get_index
+from searchindex.indexes import CHUNK, INDEX_NAMES, drained_by_outbox, engine, get_index
 from searchindex.outbox import sync_memories
 from searchindex.vector import EmbedderMismatch
 
@@ -253,12 +254,37 @@ def repair(diffs: list[IndexDiff] | None = None) -> dict:
 
 
 def rebuild(indexes: tuple[str, ...] = INDEX_NAMES) -> dict:
-    """Drop the indexes and index every active memory again from the database."""
-    for name in indexes:
+    """Drop the indexes and index every active memory again from the database.
+
+    A whoosh index is replaced in one commit by a writer filled from a stream of the memories
+    (`LexicalIndex.fill`): one segment, with no segment per chunk to merge, nor a lookup of each
+    id among the entries written before it (chunk after chunk, a million memories slowed to a few
+    thousand a minute), and searches read the old entries until the commit. The other indexes
+    are reset and synced chunk by chunk. The outbox rows queued before the rebuild began are then
+    done: every memory was read after they were written, and every index started over.
+    """
+    started = timezone.now()
+    lexical = get_index("bm25") if "bm25" in indexes else None
+    filled = lexical is not None and hasattr(lexical, "fill")
+    chunked = tuple(name for name in indexes if not (filled and name == "bm25"))
+    for name in chunked:
         get_index(name).reset()
-    ids = list(Memory.objects.active().values_list("pk", flat=True))
-    for start in range(0, len(ids), REBUILD_CHUNK):
-        sync_memories([str(pk) for pk in ids[start : start + REBUILD_CHUNK]], indexes=indexes)
-    if "bm25" in indexes:
-        get_index("bm25").optimize()  # one segment instead of one per chunk: faster searches
+    ids = [str(pk) for pk in Memory.objects.active().values_list("pk", flat=True)]
+    if filled:
+        try:
+            lexical.fill(_active_documents(ids), replace=True)
+        except IndexUnavailable:  # an index it cannot open (a torn table of contents): start over
+            lexical.reset()
+            lexical.fill(_active_documents(ids), replace=True)
+    for start in range(0, len(ids), REBUILD_CHUNK) if chunked else ():
+        sync_memories(ids[start : start + REBUILD_CHUNK], indexes=chunked)
+    if set(drained_by_outbox()) <= set(indexes):
+        IndexOutbox.objects.filter(queued_at__lte=started).delete()
     return {name: len(ids) for name in indexes}
+
+
+def _active_documents(ids: list[str]) -> Iterator[IndexedMemory]:
+    """The index documents of these memories that are still active, read chunk by chunk."""
+    for start in range(0, len(ids), REBUILD_CHUNK):
+        for memory in Memory.objects.active().filter(pk__in=ids[start : start + REBUILD_CHUNK]):
+            yield IndexedMemory.from_memory(memory)

@@ -26,14 +26,14 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, suppress
 from heapq import heappush, heapreplace
 from pathlib import Path
 
 from django.conf import settings
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential_jitter
-from whoosh import collectors, scoring
+from whoosh import collectors, scoring, writing
 from whoosh import index as whoosh_index
 from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, STORED, TEXT, Schema
@@ -295,6 +295,10 @@ def _close_abandoned_files(exc: BaseException) -> None:
         traceback = traceback.tb_next
 
 
+class _Repeated(Exception):
+    """An id given twice to `LexicalIndex.fill`."""
+
+
 class _Busy(Exception):
     """Another writer holds the index: wait and try again (LexicalIndex._until)."""
 
@@ -336,26 +340,36 @@ class LexicalIndex:
 
         self._write(apply, action="upsert")
 
-    def fill(self, items: list[IndexedMemory]) -> None:
-        """Fill an empty index with these memories: one writer, one commit, one segment.
+    def fill(self, items: Iterable[IndexedMemory], *, replace: bool = False) -> int:
+        """Fill an empty index with these memories: one writer, one commit, one segment; how many.
 
         The index a rebuild's chunked upserts and its optimize leave, without a segment per chunk
         and the merging of them, nor the lookup of each id among the entries already written:
-        for building a store from scratch (a benchmark's million memories). ValueError when the
-        index holds an entry, or when an id comes twice.
+        for building an index from scratch (`health.rebuild`, a benchmark's million memories).
+        `items` may be a stream, read once while the writer is held. With `replace`, the index
+        may hold entries: the commit drops them all for these, so searches read the old entries
+        until then, and no write of another process lands between a reset and the fill.
+        ValueError, with nothing written, when an id comes twice, or (without `replace`) when the
+        index holds an entry.
         """
-        ids = {item.id for item in items}
-        if len(ids) != len(items):
-            raise ValueError("fill takes each memory once")
-        if self.count():
+        if not replace and self.count():
             raise ValueError(f"fill takes an empty index; {self.path} holds entries")
-        load_segmenter_for(item.text for item in items)
+        if isinstance(items, Sequence):
+            load_segmenter_for(item.text for item in items)
+        seen: set[str] = set()
 
         def apply(writer) -> None:
             for item in items:
+                if item.id in seen:
+                    raise _Repeated(item.id)  # not a storage error: the writer is cancelled, then ValueError
+                seen.add(item.id)
                 writer.add_document(**self._fields(item))
 
-        self._write(apply, action="fill")
+        try:
+            self._write(apply, action="fill", replace=replace)
+        except _Repeated as repeated:
+            raise ValueError(f"fill takes each memory once; {repeated} came twice") from None
+        return len(seen)
 
     def _fields(self, item: IndexedMemory) -> dict[str, str]:
         fields = {
@@ -562,13 +576,15 @@ class LexicalIndex:
             self._with_file_lock(storage, deadline, "create", create)
             self._ix = None
 
-    def _write(self, apply: Callable, *, action: str, optimize: bool = False) -> None:
+    def _write(self, apply: Callable, *, action: str, optimize: bool = False, replace: bool = False) -> None:
+        """Run `apply` on a writer and commit: merging the small segments, all of them (`optimize`),
+        or dropping every segment there was before this writer's own (`replace`)."""
         deadline = time.monotonic() + self.lock_timeout
         with self._locked(deadline, action), self._storage_errors(action):
             writer = self._writer(deadline, action)
             try:
                 apply(writer)
-                writer.commit(optimize=optimize)
+                writer.commit(mergetype=writing.CLEAR) if replace else writer.commit(optimize=optimize)
             except BaseException:
                 if not writer.is_closed:
                     with suppress(Exception):

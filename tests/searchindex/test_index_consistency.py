@@ -117,6 +117,28 @@ def test_deleting_the_index_directory_loses_nothing_and_rebuild_restores_it(inde
     assert all(diff.ok for diff in health.verify())
 
 
+def test_rebuild_replaces_a_torn_or_stale_index_and_clears_the_outbox_it_did(indexes, write, settings):
+    kept = [write(f"Fact number {n}: the staging cluster has {n} nodes.", kind="fact") for n in (3, 5, 8)]
+    gone = write("The old staging cluster had 2 nodes.", kind="fact")
+    Memory.objects.filter(pk=gone.pk).update(
+        status=Memory.Status.TOMBSTONED
+    )  # as a crash between commit and sync leaves it
+    IndexOutbox.objects.create(memory_id=gone.pk)
+    if not search_indexes.kept_in_step("bm25"):
+        search_indexes.close_indexes()
+        for toc in (indexes / "bm25").glob("_MAIN_*.toc"):
+            toc.write_bytes(b"not a whoosh table of contents")
+        with pytest.raises(IndexUnavailable):
+            entries("bm25")
+    assert health.rebuild() == {"vector": 3, "bm25": 3}
+    for name in search_indexes.INDEX_NAMES:
+        assert sorted(entries(name)) == sorted(str(m.pk) for m in kept), name
+    assert all(diff.ok for diff in health.verify())
+    assert not IndexOutbox.objects.exists()
+    hits = search_indexes.get_index("bm25").search("staging cluster nodes", scopes=["agent:main"], k=5)
+    assert sorted(hit.id for hit in hits) == sorted(str(m.pk) for m in kept)
+
+
 def test_an_unreachable_vector_server_keeps_the_work_pending_and_bm25_current(
     indexes, settings, make_memory, django_capture_on_commit_callbacks
 ):

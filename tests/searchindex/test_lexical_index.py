@@ -334,6 +334,38 @@ def test_fill_builds_in_one_segment_the_index_chunked_upserts_and_optimize_build
     assert filled.count() == len(items)
 
 
+def test_a_replacing_fill_reads_a_stream_and_searches_see_the_old_entries_until_its_commit(tmp_path):
+    path = tmp_path / "bm25"
+    index = LexicalIndex(path)
+    index.upsert(STORE[:4])
+    index.upsert(STORE[4:])
+    seen_while_filling = []
+
+    def stream():
+        for n in range(20):
+            if n == 10:  # half written: another reader still finds the old entries, only them
+                seen_while_filling.append(ids(LexicalIndex(path).search("phone number", scopes=None, k=5)))
+            yield memory(f"new-{n}", f"the new phone number {n}")
+
+    assert index.fill(stream(), replace=True) == 20
+    assert seen_while_filling == [["phone"]]
+    assert len(index._index()._segments()) == 1
+    assert set(index.entries()) == {f"new-{n}" for n in range(20)}
+    assert ids(index.search("18600000000", scopes=None, k=5)) == []
+    assert "new-7" in ids(LexicalIndex(path).search("phone number 7", scopes=None, k=5))
+
+
+def test_a_fill_that_meets_an_id_twice_writes_nothing(tmp_path):
+    index = LexicalIndex(tmp_path / "bm25")
+    index.upsert(STORE)
+    before = index.entries()
+    twice = (memory(name, "a replacement text") for name in ("x", "y", "x"))
+    with pytest.raises(ValueError, match="x came twice"):
+        index.fill(twice, replace=True)
+    assert index.entries() == before
+    assert ids(index.search("18600000000", scopes=None, k=5)) == ["phone"]
+
+
 @pytest.fixture
 def common_from_three(monkeypatch):
     """Terms held by 3 or more memories count as common (in production: 1% and at least 1000 memories)."""
