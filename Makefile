@@ -41,6 +41,8 @@ run: install
 # tests/conftest.py). TEST_JOBS=0 runs it in one process.
 TEST_JOBS ?= auto
 XDIST = -n $(TEST_JOBS) --dist loadgroup
+# The slowest tests are listed at the end of each run: the suite must stay well inside CI's time.
+PYTEST_ARGS ?= --durations=30
 
 test: install $(CLIENTS)
 	$(PY) manage.py check --fail-level WARNING
