@@ -69,6 +69,7 @@ Django settings).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -377,6 +378,11 @@ def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerp
     server = VectorIndex(url=url, embedder=get_embedder())
     floor = ScopedFloor(corpus, vectors, fingerprint)
     embedded_queries = latency.query_vectors(queries)
+    # The corpus, the floor's ids and the rows built above are millions of objects this process
+    # holds and a server does not: each full collection of the cyclic garbage collector walks them
+    # all, and would land, tens of ms long, inside whichever timed call set it off.
+    gc.collect()
+    gc.freeze()
     clock = StatementClock()
     samples: dict[str, list[float]] = defaultdict(list)
     recalls: dict[str, list[float]] = defaultdict(list)
