@@ -598,6 +598,14 @@ def print_size(result: dict) -> None:
     print("| scope | " + " | ".join(parts) + " |\n|---|" + "---:|" * len(parts))
     for label, scope in SCOPES:
         print(f"| {scope} | " + " | ".join(f"{result['pg_parts'][label].get(p, 0.0):.2f}" for p in parts) + " |")
+    if result.get("postgres_memory"):
+        memory = result["postgres_memory"]
+        print(
+            f"\nPostgreSQL's shared_buffers: {memory['shared_buffers']}; the memory table {memory['memories']}, "
+            f"the lexical entries {memory['entries']} (with their indexes). A table bigger than the buffers is "
+            "read from the operating system's cache page by page: the candidates' rows of a BM25 search and "
+            "the rows load_rows reads are scattered over the table."
+        )
     writes = result.get("writes")
     if writes:
         print(
@@ -692,10 +700,23 @@ def run_size(args) -> None:
         "recalls": measured["recalls"],
         "pg_parts": measured["pg_parts"],
         "explain": measured["explain"],
+        "postgres_memory": postgres_memory(),
         "writes": writes,
         "builds": builds,
     }
     (Path(settings.DATA_DIR) / "results.json").write_text(json.dumps(result))
+
+
+def postgres_memory() -> dict[str, str]:
+    """PostgreSQL's buffer cache beside the sizes of the two tables a search reads."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('shared_buffers'), pg_size_pretty(pg_total_relation_size(%s)), "
+            "pg_size_pretty(pg_total_relation_size(%s))",
+            [Memory._meta.db_table, LexicalEntry._meta.db_table],
+        )
+        shared_buffers, memories, entries = cursor.fetchone()
+    return {"shared_buffers": shared_buffers, "memories": memories, "entries": entries}
 
 
 def ensure_database(name: str) -> None:
