@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Mapping
 from dataclasses import asdict, astuple, dataclass, field, replace
 from datetime import datetime
 
@@ -55,7 +56,6 @@ from searchindex.documents import IndexUnavailable
 from searchindex.fusion import RetrievalSettings, SettingsError
 from searchindex.indexes import get_index
 from searchindex.search import (
-    RESULT_FIELDS,
     Found,
     Retrieval,
     SearchError,
@@ -109,6 +109,7 @@ class Sample:
     scope: str
     expected: frozenset[str]
     retrieval: Retrieval
+    memories: Mapping[str, Memory]  # the candidates' rows as the retrieval loaded them, by id
 
 
 @dataclass
@@ -192,10 +193,10 @@ def collect(golden_sets, settings: RetrievalSettings) -> tuple[list[Sample], lis
             except SearchError as exc:
                 skipped.append(f"{golden.query[:80]!r}: {exc}")
                 continue
-            retrieval, _ = retrieve(text, [golden_set.scope], settings)
+            retrieval, memories = retrieve(text, [golden_set.scope], settings, extra_fields=("metadata",))
             check_outside_top_k(retrieval, [golden_set.scope])  # what search reads before staying silent
             expected = frozenset(str(pk) for pk in golden.expected_ids)
-            samples.append(Sample(text, golden_set.scope, expected, retrieval))
+            samples.append(Sample(text, golden_set.scope, expected, retrieval, memories))
     return samples, skipped
 
 
@@ -399,16 +400,16 @@ def with_block(settings: RecallSettings, knobs: block.BlockKnobs) -> RecallSetti
 def block_samples(samples: list[Sample], settings: RecallSettings, *, now: datetime) -> list[BlockSample]:
     """Replay recall's heuristic on each sample with `settings`: what the block's size is decided on.
 
-    The candidates' memories are read from the database and the likeness of the ones that could
-    share the block from their stored vectors, once per query, so the block knobs are then tried
-    in memory."""
+    The candidates' memories are the rows `collect` loaded with the retrieval (no query per
+    sample, however many settings are replayed), and the likeness of the ones that could share the
+    block is read from their stored vectors once per query, so the block knobs are then tried in
+    memory."""
     out = []
     limit = settings.retrieval.limit
     for sample in samples:
         candidates, answer = rank(sample.retrieval, settings.retrieval, now)
         passing = [c for c in candidates if c.passes_floor][: settings.candidates] if answer.answered else []
-        rows = Memory.objects.filter(pk__in=[c.id for c in passing]).only(*RESULT_FIELDS, "metadata")
-        memories = {str(m.pk): m for m in rows}
+        memories = sample.memories
         found = [Found(memories[c.id], c) for c in passing if c.id in memories]
         ranking = pipeline.heuristic_ranking(found, parse_query(sample.query), settings, [])
         eligible = [r.scored for r in ranking if not r.scored.missing and not r.filtered]

@@ -12,6 +12,8 @@ import json
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memoryui.models import Memory, TaskRun
@@ -96,6 +98,21 @@ def test_folds_deal_each_query_once_whatever_the_order(golden):
     reversed_ = calibration.folds(samples[::-1], 0.3)
     assert [{s.query for s in fold} for fold in reversed_] == [{s.query for s in fold} for fold in dealt]
     assert len(calibration.folds(samples, 0.5)) == 2 and len(calibration.folds(samples, 0.1)) == 10
+
+
+def test_block_samples_replay_the_rows_the_retrieval_loaded_without_a_query(golden):
+    samples, _ = calibration.collect([golden], RetrievalSettings())
+    settings = RecallProfile.objects.resolve("default").settings
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as queries:
+        replayed = calibration.block_samples(samples, settings, now=now)
+    assert [q["sql"] for q in queries.captured_queries if "memoryui_memory" in q["sql"]] == []
+    assert sum(len(sample.entries) for sample in replayed) > 0
+    for sample in samples:
+        for pk, memory in sample.memories.items():
+            stored = Memory.objects.get(pk=pk)
+            assert (memory.text, memory.metadata, memory.scope) == (stored.text, stored.metadata, stored.scope)
+            assert not memory.get_deferred_fields() & {"metadata", "text", "kind"}
 
 
 def test_pooled_folds_score_as_the_whole_set_when_one_setting_scores_them_all(golden):
