@@ -82,6 +82,7 @@ import scale  # noqa: E402
 from latency_corpus import MAIN_SCOPE, build_corpus, build_queries  # noqa: E402
 
 from recall.golden import read_labelled  # noqa: E402
+from searchindex import tuning  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402
 from searchindex.vector import CANDIDATES  # noqa: E402
 
@@ -98,6 +99,7 @@ PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 FULL_GRID = [(m, efc, ef) for m in (16, 32, 48) for efc in (100, 200, 400) for ef in (100, 200, 400)]
 QUICK_GRID = [(m, efc, ef) for m, efc in ((16, 100), (48, 400)) for ef in (100, 400)]
 TARGET_RECALL, TARGET_P95_MS = 0.95, 10.0
+TUNE_TARGET = 0.97  # MEMORYUI_VECTOR_RECALL_TARGET's default
 ABOUT = 1.5  # numpy's p95 within this factor of HNSW's is "about as cheap"
 EXACT_SIZES, QUICK_EXACT_SIZES = (1000, 5000, 20_000, 50_000, 100_000), (1000, 5000, 20_000)
 
@@ -303,6 +305,22 @@ def run_build(spec: dict) -> dict:
         found = collection.query(query_embeddings=[query], n_results=k, include=["distances"])
         return [int(i) for i in found["ids"][0]]
 
+    # memoryui's own measure of the search width (searchindex/tuning.py, the graph's vectors as
+    # queries) beside the real queries' recall@10 at each width of its ladder, on the graph as
+    # built (ef_search the first of the grid's): what the measure's sample stands for.
+    started = time.perf_counter()
+    own = tuning.measure(SweepIndex(collection, efs[0]), SweepIndex.SCOPE, target=TUNE_TARGET, apply=False)
+    result["measure_s"] = time.perf_counter() - started
+    result["widths"] = []
+    for width in tuning.ladder(efs[0]):
+        recalls = []
+        for query, exact in zip(queries, truth, strict=True):
+            got = ask(query, min(max(width, candidates), n))
+            recalls.append(len(set(got[:10]) & set(exact[:10].tolist())) / 10)
+        sampled = next((step.recall for step in own.steps if step.ef_search == width), None)
+        result["widths"].append({"width": width, "sampled": sampled, "recall": statistics.mean(recalls)})
+    result["chosen"] = own.ef_search
+
     asks = {"10": 10, "50": min(50, n), "cand": candidates}
     for ef in efs:
         # modify() persists ef_search, but the graph this process has loaded keeps searching with the
@@ -347,6 +365,54 @@ def run_build(spec: dict) -> dict:
         result["loaded"] = loaded
     shutil.rmtree(path, ignore_errors=True)
     return result
+
+
+class SweepIndex:
+    """The part of searchindex.vector.VectorIndex that tuning.measure reads, over one raw collection."""
+
+    SCOPE = "sweep"
+
+    def __init__(self, collection, ef_search: int):
+        self.collection, self.ef_search = collection, ef_search
+
+    def hnsw(self) -> dict:
+        return {"collections": {self.SCOPE: {"vectors": self.collection.count(), "ef_search": self.ef_search}}}
+
+    def vector_pages(self, scope: str, *, offset: int = 0, limit: int | None = None):
+        while limit is None or limit > 0:
+            size = PAGE if limit is None else min(PAGE, limit)
+            page = self.collection.get(include=["embeddings"], limit=size, offset=offset)
+            if page["ids"]:
+                yield page["ids"], np.asarray(page["embeddings"], dtype=np.float32).reshape(len(page["ids"]), -1)
+            if len(page["ids"]) < size:
+                return
+            offset += size
+            limit = None if limit is None else limit - size
+
+    def graph_neighbours(self, scope: str, vector: np.ndarray, n: int) -> list[tuple[float, str]]:
+        found = self.collection.query(query_embeddings=[vector], n_results=n, include=["distances"])
+        return list(zip(found["distances"][0], found["ids"][0], strict=True))
+
+
+def print_widths(results: list[dict]) -> None:
+    print(
+        f"\n## memoryui's measured ef_search (searchindex/tuning.py, target recall@10 {TUNE_TARGET}): the graph's "
+        "own vectors as queries beside the real queries, asking for `ef_search` neighbours (the time of a search "
+        "at an ef_search is in the sweep above)\n"
+    )
+    print(
+        "| store | vectors | M | ef_construction | measure s | ef_search | recall@10, own vectors "
+        "| recall@10, real queries |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        for row in r.get("widths", []):
+            mark = " (chosen)" if row["width"] == r["chosen"] else ""
+            sampled = "—" if row["sampled"] is None else f"{row['sampled']:.3f}"
+            print(
+                f"| {r['store']} | {r['n']} | {r['m']} | {r['efc']} | {r['measure_s']:.0f} | {row['width']}{mark} "
+                f"| {sampled} | {row['recall']:.3f} |"
+            )
 
 
 def reopen(client: chromadb.ClientAPI, path: Path) -> chromadb.ClientAPI:
@@ -588,6 +654,7 @@ def main() -> None:
     if not results:
         return
     print_sweep(results, args.candidates)
+    print_widths(results)
     chosen, said, fallback = choose(results, stores)
     print(
         f"\nChosen (recall@10 >= {TARGET_RECALL} at p95 <= {TARGET_P95_MS:g} ms on every store, the top 10 of "

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import os
 import random
@@ -104,6 +105,7 @@ from latency_corpus import MAIN_SCOPE, SMALL_SCOPE, build_corpus, build_queries 
 from ingest.writing import write  # noqa: E402
 from memoryui.models import IndexOutbox, LexicalEntry, Memory, MemoryEvent, PendingVector, outbox_committed  # noqa: E402
 from searchindex import indexes as search_indexes  # noqa: E402
+from searchindex import tuning  # noqa: E402
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402
 from searchindex.fusion import RetrievalSettings  # noqa: E402
@@ -223,6 +225,28 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
         latency.build_store(corpus, vectors, fingerprint)
         search_indexes.close_indexes()
     times["rows + whoosh + embedded chromadb + FTS5 floor"] = None if was_built else time.perf_counter() - started
+
+    # Each big scope's search width, measured as a rebuild measures it (searchindex/tuning.py),
+    # before the server's copy is made: the copy carries the widths.
+    marker = data_dir / "tuned.fingerprint"
+    tuned_fingerprint = latency.digest(
+        [fingerprint, inspect.getsource(tuning), settings.MEMORYUI_VECTOR_RECALL_TARGET]
+        + [settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH, settings.MEMORYUI_VECTOR_EXACT_BELOW]
+    )
+    if not (marker.exists() and marker.read_text() == tuned_fingerprint and (data_dir / "tuned.json").exists()):
+        print("measuring each big scope's search width …", file=sys.stderr)
+        marker.unlink(missing_ok=True)
+        (data_dir / "chroma-server.fingerprint").unlink(missing_ok=True)
+        started = time.perf_counter()
+        with override_settings(CHROMA_URL=None):
+            index = VectorIndex(embedder=get_embedder())
+            tuned = tuning.tune(index)
+            index.close()
+        times["search widths measured (searchindex/tuning.py)"] = time.perf_counter() - started
+        (data_dir / "tuned.json").write_text(json.dumps(tuned))
+        marker.write_text(tuned_fingerprint)
+    else:
+        times["search widths measured (searchindex/tuning.py)"] = None
 
     marker = data_dir / "postgres.fingerprint"
     entries_fingerprint = f"{fingerprint}.l{LEXICAL_LAYOUT}"  # refilled when the entries' layout changes
@@ -451,6 +475,7 @@ def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerp
                     samples[f"e2e:{label}"].append(total)
                     for stage in ("vector_search", "bm25_search", "load_rows", "fusion", "vector_check"):
                         samples[f"e2e.{stage}:{label}"].append(result.timings_ms.get(stage, 0.0))
+    widths = measure_widths(embedded, floor, embedded_queries)
     explained = {}
     for label, (ms, query, (sql, params)) in slowest.items():
         with connection.cursor() as cursor:
@@ -468,7 +493,28 @@ def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerp
             for label, parts in pg_parts.items()
         },
         "explain": explained,
+        "widths": widths,
     }
+
+
+def measure_widths(embedded: VectorIndex, floor: ScopedFloor, query_vectors) -> list[dict]:
+    """The real queries' recall@10 in agent:main against numpy at each ef_search of the ladder the
+    scope was measured on, asking the graph for that many neighbours on the graph loaded with the
+    configured ef_search (put back afterwards): what the measure's own sample, the scope's vectors
+    as queries, stands for. Asking for many results costs more than the same ef_search (chromadb
+    maps each result to its id), so no time is taken here: the rows above are the searches'."""
+    measured = embedded.hnsw()["collections"][MAIN_SCOPE]["ef_search"]
+    embedded.set_ef_search(MAIN_SCOPE, settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH)
+    exact = [{hit.id for hit in floor.vector(v, MAIN_SCOPE, 10)} for v in query_vectors]
+    rows = []
+    for width in tuning.ladder():
+        recalls = []
+        for query_vector, best in zip(query_vectors, exact, strict=True):
+            found = embedded.graph_neighbours(MAIN_SCOPE, query_vector, max(width, K))
+            recalls.append(len({pk for _, pk in found[:10]} & best) / len(best))
+        rows.append({"width": width, "recall": statistics.mean(recalls)})
+    embedded.set_ef_search(MAIN_SCOPE, measured)
+    return rows
 
 
 def _parts(parts: list[dict]) -> list[str]:
@@ -593,6 +639,7 @@ def print_size(result: dict) -> None:
             f"{r.get(f'embedded~gap:{label}', float('nan')):.4f} | {r.get(f'server~gap:{label}', float('nan')):.4f} | "
             f"{r[f'postgres~whoosh:{label}']:.3f} | {r[f'postgres~fts5:{label}']:.3f} |"
         )
+    print_widths(result)
     print("\nWhere a PostgreSQL lexical search spends its time (mean ms per search):\n")
     parts = _parts(list(result["pg_parts"].values()))
     print("| scope | " + " | ".join(parts) + " |\n|---|" + "---:|" * len(parts))
@@ -622,6 +669,32 @@ def print_size(result: dict) -> None:
             f"\nEXPLAIN (ANALYZE, BUFFERS) of the PostgreSQL search SQL of the slowest {dict(SCOPES)[label]} query "
             f"({explained['query']!r}, {explained['ms']:.1f} ms when timed):\n\n```\n{explained['plan']}\n```"
         )
+
+
+def print_widths(result: dict) -> None:
+    """The search width measured for agent:main beside the real queries' recall at each width."""
+    tuned = result.get("tuned", {})
+    main = tuned.get(MAIN_SCOPE)
+    if not main:
+        print(f"\nNo search width measured for {MAIN_SCOPE} (measuring off, or the scope below the exact line).")
+        return
+    sampled = {step["ef_search"]: step for step in main["steps"]}
+    print(
+        f"\nSearch width of {MAIN_SCOPE} (searchindex/tuning.py): {main['samples']} of its {main['vectors']} "
+        f"vectors as queries against exact search, target recall@10 {main['target']:g}, read in "
+        f"{main['read_s']:.0f} s, {main['seconds']:.0f} s in all; chosen: {main['ef_search']}"
+        + ("" if main["reached"] else " (the target not reached: the widest)")
+        + f". Every scope measured: {len(tuned)} ("
+        + ", ".join(f"{s} {m['ef_search']}" for s, m in sorted(tuned.items()))
+        + ").\n"
+    )
+    print("| ef_search | recall@10, the scope's vectors as queries | recall@10, the real queries |")
+    print("|---:|---:|---:|")
+    for row in result.get("widths", []):
+        step = sampled.get(row["width"])
+        mark = " (chosen)" if row["width"] == main["ef_search"] else ""
+        own = f"{step['recall']:.3f}" if step else "—"
+        print(f"| {row['width']}{mark} | {own} | {row['recall']:.3f} |")
 
 
 def print_growth(results: dict[int, dict]) -> None:
@@ -703,6 +776,8 @@ def run_size(args) -> None:
         "postgres_memory": postgres_memory(),
         "writes": writes,
         "builds": builds,
+        "tuned": json.loads((Path(settings.DATA_DIR) / "tuned.json").read_text()),
+        "widths": measured["widths"],
     }
     (Path(settings.DATA_DIR) / "results.json").write_text(json.dumps(result))
 

@@ -391,6 +391,16 @@ MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = env_int(
     "MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION", CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION, 10, 2000
 )
 MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int("MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROMA_HNSW_DEFAULT_EF_SEARCH, 10, 2000)
+# Measured ef_search (searchindex/tuning.py): each scope's graph is searched as wide as its own
+# recall needs. `manage.py reindex --tune`, a rebuild and a daily task measure, for each scope of
+# MEMORYUI_VECTOR_EXACT_BELOW vectors or more, the recall@10 of its graph against exact search (its
+# own vectors as queries) at ef_search MEMORYUI_CHROMA_HNSW_EF_SEARCH and wider, and give it the
+# narrowest that reaches this target; `off` keeps every collection at the configured ef_search.
+MEMORYUI_VECTOR_RECALL_TARGET = env_float("MEMORYUI_VECTOR_RECALL_TARGET", 0.97)
+if MEMORYUI_VECTOR_RECALL_TARGET is not None and not 0 < MEMORYUI_VECTOR_RECALL_TARGET <= 1:
+    raise ImproperlyConfigured(
+        f"MEMORYUI_VECTOR_RECALL_TARGET={MEMORYUI_VECTOR_RECALL_TARGET}: a recall above 0 and at most 1, or off"
+    )
 # Exact vector search (searchindex/exact.py): a scope with fewer vectors than this is searched by
 # multiplying the query by all of them, held in each process as a matrix (read in the background;
 # HNSW answers until it is ready), which is always right and, below this size, costs about what the
@@ -486,6 +496,8 @@ CELERY_TASK_ROUTES = {
             # A bulk import's embedding batches: hours of work for a large store must not hold up
             # the index queue, which makes each interactive write searchable in seconds.
             "searchindex.tasks.embed_batch",
+            # Measuring a scope's vector recall reads all its vectors: a minute at 400,000.
+            "searchindex.tasks.tune_vector_search",
         ],
         {"queue": MEMORYUI_BULK_QUEUE},
     ),
@@ -511,6 +523,15 @@ if MEMORYUI_INDEX_SWEEP_SECONDS > 0:
     CELERY_BEAT_SCHEDULE["sync-pending-index-work"] = {
         "task": "searchindex.tasks.sync_pending",
         "schedule": MEMORYUI_INDEX_SWEEP_SECONDS,
+    }
+# The vector recall of each big scope is measured every MEMORYUI_VECTOR_TUNE_HOURS for the scopes
+# never measured or grown or shrunk by a fifth since, and each is given the ef_search it needs
+# (searchindex/tuning.py; 0 or off = only when asked, and after a rebuild).
+MEMORYUI_VECTOR_TUNE_HOURS = env_float("MEMORYUI_VECTOR_TUNE_HOURS", 24.0) or 0.0
+if MEMORYUI_VECTOR_TUNE_HOURS > 0:
+    CELERY_BEAT_SCHEDULE["tune-vector-search"] = {
+        "task": "searchindex.tasks.tune_vector_search",
+        "schedule": MEMORYUI_VECTOR_TUNE_HOURS * 3600.0,
     }
 # A background import's embedding that has not advanced for MEMORYUI_EMBED_STALL_SECONDS (a batch
 # message lost with a broker that forgot it) gets its remaining batches sent again by that sweep.

@@ -2,8 +2,9 @@
 
 `status()` is cheap (entry counts, the outbox, the last check) and backs the dashboard panel;
 `verify()`, `repair()` and `rebuild()` compare the indexes with the database and fix them;
-`run()` verifies, repairs or rebuilds and records an IndexCheck, whoever asked: the dashboard,
-`manage.py reindex` or a task.
+`tune()` measures each big scope's vector recall and gives it the ef_search it needs
+(searchindex/tuning.py); `run()` verifies, repairs, rebuilds or tunes and records an IndexCheck,
+whoever asked: the dashboard, `manage.py reindex` or a task.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from memoryui.models import IndexCheck, IndexOutbox, Memory
 from searchindex.documents import IndexedMemory, IndexUnavailable
 from searchindex.indexes import CHUNK, INDEX_NAMES, drained_by_outbox, engine, get_index
 from searchindex.outbox import sync_memories
+from searchindex.tuning import due
+from searchindex.tuning import tune as tune_scopes
 from searchindex.vector import EmbedderMismatch
 
 logger = logging.getLogger(__name__)
@@ -93,8 +96,10 @@ def _info(name: str, opened) -> dict:
     return {"where": opened.location}
 
 
-def run(action: str, *, actor: str) -> IndexCheck:
-    """Verify, repair or rebuild both indexes, recorded as an IndexCheck (also when it fails)."""
+def run(action: str, *, actor: str, scopes: list[str] | None = None) -> IndexCheck:
+    """Verify, repair or rebuild both indexes, or tune the vector index's scopes (`scopes`, None:
+    every one of the exact line or more), recorded as an IndexCheck (also when it fails). A rebuild
+    of the vector index tunes it afterwards."""
     check = IndexCheck.objects.create(action=action, actor=actor)
     try:
         if action == IndexCheck.Action.VERIFY:
@@ -106,7 +111,11 @@ def run(action: str, *, actor: str) -> IndexCheck:
             check.ok = not any("error" in done for done in check.result["repaired"].values() if isinstance(done, dict))
         elif action == IndexCheck.Action.REBUILD:
             check.result = {"rebuilt": rebuild()}
+            check.result["tuned"] = tune()
             check.ok = True
+        elif action == IndexCheck.Action.TUNE:
+            check.result = {"tuned": tune(scopes)}
+            check.ok = all(measured["reached"] for measured in check.result["tuned"].values())
         else:
             raise ValueError(f"unknown index check {action!r}; one of {', '.join(IndexCheck.Action.values)}")
     except IndexUnavailable as exc:
@@ -145,9 +154,44 @@ def summary(check: IndexCheck) -> str:
             else:
                 parts.append(f"{name}: {done['reindexed']} reindexed, {done['removed']} removed")
         return "; ".join(parts)
+    parts = []
     if "rebuilt" in check.result:
-        return "; ".join(f"{name}: {count} indexed" for name, count in check.result["rebuilt"].items())
-    return ""
+        parts = [f"{name}: {count} indexed" for name, count in check.result["rebuilt"].items()]
+    if "tuned" in check.result:
+        tuned = check.result["tuned"]
+        parts += [
+            f"{scope}: ef_search {measured['ef_search']}, recall@10 {measured['recall']:.3f}"
+            + ("" if measured["reached"] else f" (below the target {measured['target']:g})")
+            for scope, measured in sorted(tuned.items())
+        ]
+        if not tuned and "rebuilt" not in check.result:
+            parts.append("no scope big enough to measure")
+    return "; ".join(parts)
+
+
+def tune(scopes: list[str] | None = None) -> dict[str, dict]:
+    """Measure the recall of these scopes' HNSW graphs (None: every scope of the exact line or
+    more) and give each the ef_search it needs (searchindex/tuning.py); {} when measuring is off."""
+    return tune_scopes(get_index("vector"), scopes)
+
+
+def last_tuned(limit: int = 50) -> dict[str, dict]:
+    """Each scope's latest measure (`tuning.Measured.as_dict`, with `at`: when), from the tune and
+    rebuild checks."""
+    found: dict[str, dict] = {}
+    checks = IndexCheck.objects.filter(
+        action__in=[IndexCheck.Action.TUNE, IndexCheck.Action.REBUILD], finished_at__isnull=False
+    ).order_by("-started_at", "-id")[:limit]
+    for check in checks:
+        for scope, measured in (check.result or {}).get("tuned", {}).items():
+            found.setdefault(scope, {**measured, "at": check.finished_at})
+    return found
+
+
+def tune_due() -> list[str]:
+    """The scopes the daily measure takes: never measured, or grown or shrunk by a fifth since."""
+    counts = get_index("vector").counts()
+    return due(counts, {scope: measured["vectors"] for scope, measured in last_tuned().items()})
 
 
 @dataclass

@@ -138,6 +138,20 @@ def rebuild_indexes(actor: str = "task") -> dict:
     return health.run("rebuild", actor=actor).result
 
 
+@shared_task(name="searchindex.tasks.tune_vector_search")
+def tune_vector_search(actor: str = "task", every: bool = False) -> dict:
+    """Measure the vector recall of the scopes that need it and give each the ef_search it needs:
+    every scope of the exact line or more (`every`, as the dashboard asks), or, on the schedule,
+    those never measured or grown or shrunk by a fifth since (`health.tune_due`); nothing is
+    recorded when no scope is due, or when measuring is off (MEMORYUI_VECTOR_RECALL_TARGET)."""
+    if settings.MEMORYUI_VECTOR_RECALL_TARGET is None:
+        return {}
+    scopes = None if every else health.tune_due()
+    if scopes == []:
+        return {}
+    return health.run("tune", actor=actor, scopes=scopes).result
+
+
 def enqueue_sync(sender=None, *, memory_ids: list[str], **kwargs) -> None:
     """Receiver of the store's `outbox_committed`: one `sync_index` per batch of committed memories.
 

@@ -531,20 +531,64 @@ class VectorIndex:
         current text asks the database (a memory with a pending outbox row may be behind).
         """
         found: dict[str, np.ndarray] = {}
-        offset = 0
-        while stop is None or not stop():
+        for ids, page in self.vector_pages(scope, stop=stop):
+            found.update(zip(ids, page, strict=True))
+        return found
+
+    def vector_pages(
+        self, scope: str, *, stop: Callable[[], bool] | None = None, offset: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[list[str], np.ndarray]]:
+        """`scope`'s entries from `offset` on (`limit` of them at most), as pages of ids and their
+        vectors (float32 rows), each page read under the lock of its own."""
+        while (stop is None or not stop()) and (limit is None or limit > 0):
+            size = PAGE if limit is None else min(PAGE, limit)
             with self._using("read the index") as collections:
                 collection = collections.get(scope)
                 if collection is None:
-                    return found
-                page = collection.get(include=["embeddings"], limit=PAGE, offset=offset)
-            embeddings = page["embeddings"] if page["embeddings"] is not None else []
-            for pk, vector in zip(page["ids"], embeddings, strict=True):
-                found[pk] = np.asarray(vector, dtype=np.float32)
-            if len(page["ids"]) < PAGE:
-                return found
-            offset += PAGE
-        return found
+                    return
+                page = collection.get(include=["embeddings"], limit=size, offset=offset)
+            ids = page["ids"]
+            if ids:
+                yield ids, np.asarray(page["embeddings"], dtype=np.float32).reshape(len(ids), -1)
+            if len(ids) < size:
+                return
+            offset += size
+            limit = None if limit is None else limit - size
+
+    def graph_neighbours(self, scope: str, vector: np.ndarray, n: int) -> list[tuple[float, str]]:
+        """The `n` nearest entries of `scope` by its HNSW graph alone (never the exact matrix), as
+        (cosine distance, id) pairs, nearest first. The graph search keeps max(ef_search, n)
+        candidates, so asking for n >= ef_search is the search that ef_search n makes."""
+        with self._using("search the index") as collections:
+            collection = collections.get(scope)
+            if collection is None:
+                return []
+            result = collection.query(
+                query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=n, include=["distances"]
+            )
+        return list(zip(result["distances"][0], result["ids"][0], strict=True))
+
+    def counts(self) -> dict[str, int]:
+        """Entries by scope."""
+        with self._using("count the index") as collections:
+            return {scope: collection.count() for scope, collection in collections.items()}
+
+    def set_ef_search(self, scope: str, ef_search: int) -> None:
+        """Give `scope`'s collection this ef_search (its measured one: searchindex/tuning.py). The
+        embedded index is reloaded so every process searches with it at once (the others reload
+        anyway, as the directory changed); a chromadb server applies it when it next loads the
+        collection's graph (after a restart)."""
+        with self._guard("set ef_search", write=True):
+            collection = self._load_collections().get(scope)
+            if collection is None or collection_hnsw(collection)["ef_search"] == ef_search:
+                return
+            collection.modify(configuration={"hnsw": {"ef_search": ef_search}})
+            with self._lock:
+                self._collections = None
+                if not self.url:
+                    directory = chroma.directory(self.path)  # held by this thread: see _guard
+                    directory.reload(self.path)
+                    self._client, self._generation = None, directory.generation
 
     def count(self) -> int:
         with self._using("count the index") as collections:
@@ -570,19 +614,32 @@ class VectorIndex:
         `configured`: M, ef_construction, ef_search from the settings, the candidates a search
         asks each collection for, and the size below which a scope is searched exactly;
         `exact`: the matrices this process holds for that (scopes, vectors, MB);
-        `collections`: scope → the collection's own M, ef_construction,
-        ef_search and whether they are the configured ones; `matches`: all of them are;
+        `collections`: scope → the collection's own M, ef_construction, ef_search, its vectors,
+        and whether they are the configured ones (an ef_search measured wider than the configured
+        one is: searchindex/tuning.py); `matches`: all of them are;
         `rebuild_needed`: "" or what differs, in words. M and ef_construction are the shape of a
         built graph, so a collection keeps its own until a rebuild recreates it; ef_search is set
         when the index is opened (a chromadb server applies it when it next loads the collection).
         """
         configured = configured_hnsw()
+        measured = settings.MEMORYUI_VECTOR_RECALL_TARGET is not None
         with self._using("read the index") as collections:
             built = {scope: collection_hnsw(collection) for scope, collection in collections.items()}
+            for scope, collection in collections.items():
+                built[scope]["vectors"] = collection.count()
         for graph in built.values():
-            graph["matches"] = all(graph[name] == configured[name] for name in CHROMADB_HNSW_DEFAULTS)
+            shape = all(graph[name] == configured[name] for name in ("max_neighbors", "ef_construction"))
+            wide = graph["ef_search"] == configured["ef_search"] or (
+                measured and graph["ef_search"] > configured["ef_search"]
+            )
+            graph["matches"] = shape and wide
         return {
-            "configured": {**configured, "candidates": CANDIDATES, "exact_below": settings.MEMORYUI_VECTOR_EXACT_BELOW},
+            "configured": {
+                **configured,
+                "candidates": CANDIDATES,
+                "exact_below": settings.MEMORYUI_VECTOR_EXACT_BELOW,
+                "recall_target": settings.MEMORYUI_VECTOR_RECALL_TARGET,
+            },
             "exact": EXACT.held(),
             "collections": built,
             "matches": all(graph["matches"] for graph in built.values()),
@@ -661,7 +718,7 @@ class VectorIndex:
 
     def _load_collections(self) -> dict:
         """This embedder's collections by scope, checked against what the index recorded, each
-        with the configured ef_search (MEMORYUI_CHROMA_HNSW_EF_SEARCH).
+        with the configured ef_search (MEMORYUI_CHROMA_HNSW_EF_SEARCH), or its measured one.
 
         chromadb searches a graph with the ef_search it had when the process loaded it, for as
         long as the process keeps it (a server: until it restarts or drops it); a change of the
@@ -682,11 +739,15 @@ class VectorIndex:
             return collections
 
     def _set_ef_search(self, collections: dict) -> bool:
-        """Give each collection the configured ef_search; whether any had another."""
+        """Give each collection the configured ef_search, or keep the wider one measured for it
+        (searchindex/tuning.py) while recall is measured (MEMORYUI_VECTOR_RECALL_TARGET); whether
+        any changed."""
         wanted = settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH
+        measured = settings.MEMORYUI_VECTOR_RECALL_TARGET is not None
         changed = False
         for collection in collections.values():
-            if collection_hnsw(collection)["ef_search"] != wanted:
+            ef_search = collection_hnsw(collection)["ef_search"]
+            if ef_search < wanted or (ef_search != wanted and not measured):
                 collection.modify(configuration={"hnsw": {"ef_search": wanted}})
                 changed = True
         return changed

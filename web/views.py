@@ -39,7 +39,7 @@ from searchindex.documents import IndexUnavailable
 from searchindex.fusion import LIMIT_MAX
 from searchindex.indexes import get_index
 from searchindex.search import Found, search
-from searchindex.tasks import rebuild_indexes, repair_indexes
+from searchindex.tasks import rebuild_indexes, repair_indexes, tune_vector_search
 from web import access, scopes, shortcuts
 from web.filters import MemoryListFilterSet
 from web.forms import SORT_FIELDS, BulkActionForm, MemoryForm, TokenForm
@@ -113,9 +113,16 @@ def _vector_hnsw(status: health.Health) -> dict | None:
     if not any(index.name == "vector" and not index.error for index in status.indexes):
         return None
     try:
-        return get_index("vector").hnsw()
+        hnsw = get_index("vector").hnsw()
     except IndexUnavailable:
         return None
+    measured = health.last_tuned()
+    line = hnsw["configured"]["exact_below"]
+    hnsw["scopes"] = [
+        {**graph, "scope": scope, "exact": 0 < graph["vectors"] < line, "measured": measured.get(scope)}
+        for scope, graph in sorted(hnsw["collections"].items(), key=lambda item: (-item[1]["vectors"], item[0]))
+    ]
+    return hnsw
 
 
 # The dashboard's chart: how many memories were created (imports too), recalled, tombstoned and
@@ -192,7 +199,8 @@ DASHBOARD_PANELS = {
     "activity": ("memoryui/partials/activity.html", _activity_panel),
     "index-health": ("memoryui/partials/index_health.html", _index_panel),
 }
-INDEX_ACTIONS = ("verify", "repair", "rebuild")
+INDEX_ACTIONS = ("verify", "repair", "rebuild", "tune")
+_ACTION_WORDS = {"verify": "Verify", "repair": "Repair", "rebuild": "Rebuild", "tune": "Measuring the vector recall"}
 
 
 @access.editor_required
@@ -213,19 +221,21 @@ def index_action(request, action: str):
             check = health.run("verify", actor=actor)
             outcome["level"] = "success" if check.ok else "warning"
             return "Verified: " + health.summary(check)
-        task = repair_indexes if action == "repair" else rebuild_indexes
-        result = background.send(task, actor=actor)
+        if action == "tune":
+            result = background.send(tune_vector_search, actor=actor, every=True)
+        else:
+            result = background.send(repair_indexes if action == "repair" else rebuild_indexes, actor=actor)
         if result.ready():  # tasks run inline (CELERY_TASK_ALWAYS_EAGER)
             if result.failed():
                 raise IndexUnavailable(action, str(result.result))
-            return f"{action.capitalize()} finished."
-        return f"{action.capitalize()} queued as task {result.id}; refresh to follow it."
+            return f"{_ACTION_WORDS[action]} finished."
+        return f"{_ACTION_WORDS[action]} queued as task {result.id}; refresh to follow it."
 
     notice = unavailable = None
     try:
         notice, unavailable = shortcuts.load(act)
     except IndexUnavailable as exc:
-        error = f"{action.capitalize()} failed: {exc}"
+        error = f"{_ACTION_WORDS[action]} failed: {exc}"
     except background.BrokerError as exc:
         return shortcuts.broker_refused(request, exc, what=f"The {action}", back=reverse("dashboard"))
     if not shortcuts.wants_fragment(request):

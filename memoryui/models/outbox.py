@@ -110,18 +110,22 @@ class LexicalEntry(models.Model):
 
 
 class IndexCheck(models.Model):
-    """One verify, repair or rebuild of the search indexes: who ran it, when, and what it found."""
+    """One verify, repair, rebuild or tune of the search indexes: who ran it, when, what it found."""
 
     class Action(models.TextChoices):
         VERIFY = "verify"
         REPAIR = "repair"
         REBUILD = "rebuild"
+        TUNE = "tune"  # the vector index's recall measured and its ef_search set (searchindex.tuning)
 
     action = models.CharField(max_length=10, choices=Action.choices)
     actor = models.CharField(max_length=200)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
-    ok = models.BooleanField(null=True, help_text="verify: every index matches the database; else: it finished")
+    ok = models.BooleanField(
+        null=True,
+        help_text="verify: every index matches the database; tune: each scope reached its recall; else: it finished",
+    )
     result = models.JSONField(decoder=StoredJSONDecoder, default=dict, blank=True)
     error = models.TextField(blank=True)
 

@@ -37,15 +37,20 @@ def _graph_search_only(settings):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
 
 
-def recorded_hnsw(where: dict, index: VectorIndex, scope: str = SCOPE) -> dict:
-    """The HNSW configuration chromadb keeps for the scope's collection, read by a client of our own."""
+def recorded_collection(where: dict, index: VectorIndex, scope: str = SCOPE):
+    """The scope's collection as chromadb keeps it, read by a client of our own."""
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     if "url" in where:
         host, port = where["url"].removeprefix("http://").split(":")
         client = chromadb.HttpClient(host=host, port=int(port), settings=chroma_settings)
     else:
         client = chromadb.PersistentClient(path=str(where["path"]), settings=chroma_settings)
-    return client.get_collection(index.scope_collection_name(scope), embedding_function=None).configuration_json["hnsw"]
+    return client.get_collection(index.scope_collection_name(scope), embedding_function=None)
+
+
+def recorded_hnsw(where: dict, index: VectorIndex, scope: str = SCOPE) -> dict:
+    """The HNSW configuration chromadb keeps for the scope's collection."""
+    return recorded_collection(where, index, scope).configuration_json["hnsw"]
 
 
 def test_a_new_collection_is_built_with_the_configured_hnsw_settings(settings, backend, hashed_index):

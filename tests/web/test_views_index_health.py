@@ -153,3 +153,31 @@ def test_switching_the_embedding_model_offers_a_rebuild_that_moves_the_vector_in
         finally:
             clear_embedder_cache()
             search_indexes.close_indexes()
+
+
+def test_the_panel_lists_each_scopes_vector_search_and_measure_recall_fills_it_in(
+    indexes, settings, write, alice_client, bob_client
+):
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 12
+    settings.MEMORYUI_VECTOR_RECALL_TARGET = 0.97
+    for n in range(13):
+        write(f"Release note {n}: the <b>build</b> number is {n * 11}.", kind="fact")
+    write("One memory of another scope.", kind="fact", scope="agent:ops")
+    before = panel(alice_client)
+    graphs = before.split("data-graphs")[1].split("</details>")[0]
+    assert "Vector search by scope (2): each big one given the ef_search it needs for recall@10 ≥ 0.97" in graphs
+    main = graphs.split('data-graph="agent:main"')[1].split("</tr>")[0]
+    assert '<td class="num">13</td>' in main and "by its graph" in main and "not measured" in main
+    other = graphs.split('data-graph="agent:ops"')[1].split("</tr>")[0]
+    assert "exactly" in other and "exact: always 1" in other
+    assert 'data-action="tune"' not in panel(bob_client)  # a viewer measures nothing
+
+    measured = alice_client.post("/indexes/tune/", headers=HTMX).content.decode()
+
+    assert "Measuring the vector recall finished." in measured
+    check = IndexCheck.objects.get(action="tune")
+    assert check.actor == "user:alice" and list(check.result["tuned"]) == ["agent:main"]
+    row = measured.split('data-graph="agent:main"')[1].split("</tr>")[0]
+    ef = settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH
+    assert f"1.000 at ef_search {ef}, 13 vectors," in row
+    assert "Last tune " in measured and f"agent:main: ef_search {ef}, recall@10 1.000" in measured

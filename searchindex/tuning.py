@@ -1,0 +1,221 @@
+"""Measured ef_search: each big scope's HNSW graph is searched as wide as its own recall needs.
+
+How many of the true nearest neighbours an HNSW search finds depends on the vectors, not only on
+the settings: at 402,580 vectors in one scope, ef_search 300 finds 1.000 of the true top 10 in a
+store spread like the labelled sets and 0.95 in one where every memory has ~80 close variants,
+where 1000 is needed for 0.96; 1000 costs the spread store twice the time for nothing
+(bench/hnsw_sweep.py). No one setting suits both, so each scope's is measured:
+
+- the scope's graph is asked for the neighbours of `samples` of its own vectors (seeded, spread
+  over the collection), leaving the vector itself out, and its top 10 is compared with the exact
+  top 10 of the same vector over every vector of the scope, read page by page (a neighbour tied
+  with the exact 10th counts as found);
+- at the collection's ef_search, then wider (LADDER), until the recall@10 reaches
+  MEMORYUI_VECTOR_RECALL_TARGET; the narrowest that does becomes the collection's ef_search, the
+  widest measured when none does.
+
+The graph keeps max(ef_search, n) candidates, so asking it for n neighbours is the search
+ef_search n makes: that is how each width is measured, with no change to the collection until the
+end. A search asks for 50 and keeps the ef_search it was loaded with (asking for 1,000 results
+instead costs more than the wider search: chromadb maps each result back to its id). So a width
+narrower than the collection's ef_search cannot be measured without lowering it for every search
+meanwhile, and is not: a scope's ef_search only grows, from MEMORYUI_CHROMA_HNSW_EF_SEARCH at its
+creation (a rebuild starts every scope there again). The embedded index applies a new ef_search
+at once in every process; a chromadb server when it next loads the graph (after a restart).
+
+Scopes below MEMORYUI_VECTOR_EXACT_BELOW vectors are searched exactly and are not measured. A
+measure reads the whole scope (~50 µs a vector from chromadb), so it runs when asked
+(`manage.py reindex --tune`, the dashboard), after a rebuild, and daily for the scopes that grew
+or shrank by a fifth since they were last measured (or never were).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from django.conf import settings
+
+from searchindex.vector import VectorIndex
+
+__all__ = ["K", "LADDER", "Measured", "due", "ladder", "measure", "tune"]
+
+K = 10  # the recall measured: of the top 10, what a search keeps of each scope's answer
+SAMPLES = 200  # vectors of the scope asked for their neighbours
+LADDER = (1.0, 1.5, 2.3, 3.4, 5.0, 6.7)  # ef_search tried, as multiples of the configured one
+MAX_EF = 2000
+TIE = 1e-5  # a found neighbour this close to the exact 10th similarity is as near as it
+GROWTH = 0.2  # a scope is measured again once its size moved by this share since its last measure
+BLOCK = 8192  # vectors multiplied by the samples at once while the exact answers are worked out
+
+
+def ladder(start: int | None = None) -> list[int]:
+    """The ef_search values tried, narrowest first: MEMORYUI_CHROMA_HNSW_EF_SEARCH times each of
+    LADDER (to MAX_EF); from `start` (a collection's own ef_search) on when given."""
+    floor = settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH
+    steps = {min(MAX_EF, max(floor, round(floor * factor / 10) * 10)) for factor in LADDER}
+    if start is None:
+        return sorted(steps)
+    return sorted({start} | {step for step in steps if step > start})
+
+
+@dataclass
+class Step:
+    ef_search: int
+    recall: float
+
+
+@dataclass
+class Measured:
+    """One scope's measure: its size, the steps tried, and the ef_search it was given."""
+
+    scope: str
+    vectors: int
+    samples: int
+    target: float
+    ef_search: int = 0
+    recall: float = 0.0
+    reached: bool = False
+    steps: list[Step] = field(default_factory=list)
+    read_s: float = 0.0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def measure(
+    index: VectorIndex, scope: str, *, target: float, samples: int = SAMPLES, seed: int = 0, apply: bool = True
+) -> Measured | None:
+    """Measure the recall@10 of `scope`'s graph up the ladder from its ef_search and (`apply`) give
+    it the narrowest that reaches `target`. None when the scope has too few vectors to measure."""
+    started = time.perf_counter()
+    graph = index.hnsw()["collections"].get(scope)
+    total = graph["vectors"] if graph else 0
+    if total <= K + 1:
+        return None
+    # The graph keeps at least its own ef_search candidates, whatever it is asked for: the ladder
+    # starts there (the configured one, or what an earlier measure gave the collection).
+    floor = graph["ef_search"]
+    # Spread over the collection, one vector each: the positions are the seed's, the vectors
+    # whatever the collection holds there now.
+    picked = sorted(random.Random(f"{seed}:{scope}").sample(range(total), min(samples, total)))
+    ids: list[str] = []
+    rows: list[np.ndarray] = []
+    for position in picked:
+        for page_ids, page in index.vector_pages(scope, offset=position, limit=1):
+            ids.extend(page_ids)
+            rows.extend(page)
+    if len(ids) <= 1:
+        return None
+    queries = _unit(np.asarray(rows, dtype=np.float32))
+    truth, size = exact_answers(index, scope, ids, queries)
+    read_s = time.perf_counter() - started
+    result = Measured(scope=scope, vectors=size, samples=len(ids), target=target, read_s=read_s)
+    for ef in ladder(floor):
+        wanted = min(ef + 1, size)  # the vector itself is among them
+        recalls = []
+        for pk, query, (best_ids, kth) in zip(ids, queries, truth, strict=True):
+            found = index.graph_neighbours(scope, query, wanted)
+            top = [(distance, other) for distance, other in found if other != pk][:K]
+            recalls.append(_recall(top, best_ids, kth))
+        step = Step(ef, round(statistics.fmean(recalls), 4))
+        result.steps.append(step)
+        result.ef_search, result.recall = ef, step.recall
+        if step.recall >= target:
+            result.reached = True
+            break
+    if apply and result.ef_search != floor:
+        index.set_ef_search(scope, result.ef_search)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def exact_answers(
+    index: VectorIndex, scope: str, ids: list[str], queries: np.ndarray
+) -> tuple[list[tuple[set[str], float]], int]:
+    """For each query (one of the scope's own vectors, `ids`), the ids of its exact top K among
+    the scope's other vectors and the K-th similarity; and how many vectors the scope holds."""
+    best_sims = np.full((len(ids), K + 1), -np.inf, dtype=np.float32)
+    best_ids = np.full((len(ids), K + 1), "", dtype=object)
+    size = 0
+    pending_ids: list[str] = []
+    pending: list[np.ndarray] = []
+
+    def merge() -> None:
+        block = _unit(np.vstack(pending))
+        sims = queries @ block.T
+        block_ids = np.asarray(pending_ids, dtype=object)
+        sims_all = np.hstack([best_sims, sims])
+        ids_all = np.hstack([best_ids, np.broadcast_to(block_ids, sims.shape)])
+        keep = np.argpartition(-sims_all, K, axis=1)[:, : K + 1]
+        best_sims[:] = np.take_along_axis(sims_all, keep, axis=1)
+        best_ids[:] = np.take_along_axis(ids_all, keep, axis=1)
+        pending_ids.clear()
+        pending.clear()
+
+    for page_ids, page in index.vector_pages(scope):
+        size += len(page_ids)
+        pending_ids.extend(page_ids)
+        pending.append(page)
+        if len(pending_ids) >= BLOCK:
+            merge()
+    if pending_ids:
+        merge()
+    answers = []
+    for n, pk in enumerate(ids):
+        order = np.argsort(-best_sims[n])
+        ranked = [(float(best_sims[n][j]), best_ids[n][j]) for j in order if best_ids[n][j] not in ("", pk)][:K]
+        answers.append(({other for _, other in ranked}, ranked[-1][0] if ranked else -1.0))
+    return answers, size
+
+
+def _recall(top: list[tuple[float, str]], best: set[str], kth: float) -> float:
+    """Of the exact top K, the share the graph's top K holds (one tied with the K-th counts)."""
+    if not best:
+        return 1.0
+    found = sum(1 for distance, pk in top if pk in best or 1.0 - distance >= kth - TIE)
+    return min(found, len(best)) / len(best)
+
+
+def due(counts: Mapping[str, int], last: Mapping[str, int]) -> list[str]:
+    """The scopes to measure: those of the exact line or more vectors never measured, or whose
+    size moved by GROWTH or more since (`last`: scope → its size when last measured)."""
+    line = max(settings.MEMORYUI_VECTOR_EXACT_BELOW, K + 2)
+    found = []
+    for scope, count in counts.items():
+        if count < line:
+            continue
+        before = last.get(scope)
+        if before is None or abs(count - before) >= GROWTH * before:
+            found.append(scope)
+    return sorted(found)
+
+
+def tune(
+    index: VectorIndex, scopes: Iterable[str] | None = None, *, target: float | None = None, samples: int = SAMPLES
+) -> dict[str, dict]:
+    """Measure these scopes (None: every one at or above the exact line) and give each the
+    ef_search it needs; by scope, what was measured (`Measured.as_dict`)."""
+    target = settings.MEMORYUI_VECTOR_RECALL_TARGET if target is None else target
+    if target is None:
+        return {}
+    counts = index.counts()
+    if scopes is None:
+        scopes = due(counts, {})
+    done = {}
+    for scope in scopes:
+        measured = measure(index, scope, target=target, samples=samples)
+        if measured is not None:
+            done[scope] = measured.as_dict()
+    return done
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
