@@ -9,6 +9,8 @@ from playwright.sync_api import expect
 from memoryui.models import IndexOutbox, Memory, MemoryQuerySet
 from searchindex import indexes as search_indexes
 
+from .looks import at_both_widths
+
 pytestmark = pytest.mark.e2e
 
 
@@ -85,3 +87,32 @@ def test_index_health_verify_then_repair_in_the_browser(signed_in, live_server, 
     expect(health.locator("[data-index-ok]")).to_have_attribute("data-index-ok", "yes")
     expect(health.locator('[data-index="vector"] [data-entries]')).to_have_text("2")
     screenshot("repaired")
+
+
+def test_measure_recall_fills_in_each_scopes_vector_search_in_the_browser(
+    signed_in, live_server, indexes, settings, make_memory
+):
+    page = signed_in
+    settings.MEMORYUI_VECTOR_EXACT_BELOW = 12
+    settings.MEMORYUI_VECTOR_RECALL_TARGET = 0.97
+    for n in range(14):
+        make_memory(f"Release note {n}: the build number is {n * 11}.", kind="fact", scope="agent:main")
+    make_memory("Name is Lin.", kind="entity", scope="agent:ops-assistant")
+
+    page.goto(f"{live_server.url}/")
+    graphs = page.locator("#index-health [data-graphs]")
+    graphs.locator("summary").click()
+    main = graphs.locator('[data-graph="agent:main"]')
+    expect(main.locator("[data-measured]")).to_have_text("not measured")
+    expect(graphs.locator('[data-graph="agent:ops-assistant"]')).to_contain_text("exactly")
+
+    page.locator("#index-health").get_by_role("button", name="Measure recall").click()
+
+    health = page.locator("#index-health")
+    expect(health.locator("[data-notice]")).to_have_text("Measuring the vector recall finished.")
+    health.locator("[data-graphs] summary").click()
+    ef = settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH
+    expect(health.locator('[data-graph="agent:main"] [data-measured]')).to_contain_text(
+        f"1.000 at ef_search {ef}, 14 vectors"
+    )
+    at_both_widths(page, "dashboard-vector-scopes")
