@@ -125,7 +125,9 @@ def test_a_graph_that_finds_everything_keeps_the_configured_ef_search(settings, 
     assert measured.recall == 1.0 and measured.ef_search == 100 and measured.reached
 
 
-def test_a_target_out_of_reach_gives_the_widest_ef_search_measured(settings, tmp_path, hashed_index):
+def test_a_target_out_of_reach_gives_the_widest_ef_search_while_the_recall_still_grows(
+    settings, tmp_path, hashed_index
+):
     hnsw_settings(settings, m=4, ef_construction=10, ef_search=10)
     index = hashed_index(path=tmp_path / "chroma")
     index.upsert(memories(3000))
@@ -134,6 +136,7 @@ def test_a_target_out_of_reach_gives_the_widest_ef_search_measured(settings, tmp
     measured = tuning.measure(index, SCOPE, target=1.0, samples=40)
 
     assert not measured.reached
+    assert all(a.recall < b.recall for a, b in zip(measured.steps, measured.steps[1:], strict=False))
     assert measured.ef_search == tuning.ladder()[-1] == measured.steps[-1].ef_search
 
 

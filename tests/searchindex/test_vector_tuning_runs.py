@@ -99,19 +99,19 @@ def test_the_daily_task_measures_only_the_scopes_due(store, make_memory, django_
     assert "tune-vector-search" in django_settings.CELERY_BEAT_SCHEDULE
 
 
-def test_a_target_out_of_reach_gives_the_scope_the_widest_ef_search_and_says_so(store, settings, monkeypatch):
+def test_a_target_out_of_reach_keeps_the_narrowest_as_good_as_the_best_and_says_so(store, settings, monkeypatch):
     settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH, settings.MEMORYUI_VECTOR_RECALL_TARGET = 10, None
     search_indexes.close_indexes()
     search_indexes.get_index("vector").count()  # opened with measuring off: the collection gets ef_search 10
     settings.MEMORYUI_VECTOR_RECALL_TARGET = 0.97
-    monkeypatch.setattr(tuning, "_recall", lambda top, best, kth: 0.5)  # a graph that never finds enough
+    monkeypatch.setattr(tuning, "_recall", lambda top, best, kth: 0.5)  # a graph whose recall never grows
 
     check = health.run("tune", actor="test", scopes=["agent:main"])
 
     measured = check.result["tuned"]["agent:main"]
     assert check.ok is False and measured["reached"] is False
-    assert [step["ef_search"] for step in measured["steps"]] == tuning.ladder()
-    assert measured["ef_search"] == tuning.ladder()[-1]
+    assert [step["ef_search"] for step in measured["steps"]] == tuning.ladder()  # every width tried
+    assert measured["ef_search"] == 10 and measured["recall"] == 0.5  # none better than the narrowest
     graph = search_indexes.get_index("vector").hnsw()["collections"]["agent:main"]
-    assert graph["ef_search"] == measured["ef_search"] and graph["matches"] is True
-    assert "(below the target 0.97)" in health.summary(check)
+    assert graph["ef_search"] == 10 and graph["matches"] is True
+    assert health.summary(check) == "agent:main: ef_search 10, recall@10 0.500 (below the target 0.97)"
