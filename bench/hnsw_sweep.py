@@ -378,9 +378,9 @@ class SweepIndex:
     def hnsw(self) -> dict:
         return {"collections": {self.SCOPE: {"vectors": self.collection.count(), "ef_search": self.ef_search}}}
 
-    def vector_pages(self, scope: str, *, offset: int = 0, limit: int | None = None):
+    def vector_pages(self, scope: str, *, offset: int = 0, limit: int | None = None, page: int = PAGE):
         while limit is None or limit > 0:
-            size = PAGE if limit is None else min(PAGE, limit)
+            size = page if limit is None else min(page, limit)
             page = self.collection.get(include=["embeddings"], limit=size, offset=offset)
             if page["ids"]:
                 yield page["ids"], np.asarray(page["embeddings"], dtype=np.float32).reshape(len(page["ids"]), -1)

@@ -6,8 +6,8 @@ store spread like the labelled sets and 0.95 in one where every memory has ~80 c
 where 1000 is needed for 0.96; 1000 costs the spread store twice the time for nothing
 (bench/hnsw_sweep.py). No one setting suits both, so each scope's is measured:
 
-- the scope's graph is asked for the neighbours of `samples` of its own vectors (seeded, spread
-  over the collection), leaving the vector itself out, and its top 10 is compared with the exact
+- the scope's graph is asked for the neighbours of `samples` of its own vectors (seeded runs
+  spread over the collection), leaving the vector itself out, and its top 10 is compared with the exact
   top 10 of the same vector over every vector of the scope, read page by page (a neighbour tied
   with the exact 10th counts as found);
 - at the collection's ef_search, then wider (LADDER), until the recall@10 reaches
@@ -54,6 +54,8 @@ TIE = 1e-5  # a found neighbour this close to the exact 10th similarity is as ne
 PLATEAU = 0.002  # out of reach, a step within this of the best measured is as good as it
 GROWTH = 0.2  # a scope is measured again once its size moved by this share since its last measure
 BLOCK = 8192  # vectors multiplied by the samples at once while the exact answers are worked out
+BLOCKS = 20  # runs of consecutive vectors the samples are read in
+READ_PAGE = 10_000  # vectors a read of the whole scope asks chromadb for at once (15 MB at 384-d)
 
 
 def ladder(start: int | None = None) -> list[int]:
@@ -104,15 +106,20 @@ def measure(
     # The graph keeps at least its own ef_search candidates, whatever it is asked for: the ladder
     # starts there (the configured one, or what an earlier measure gave the collection).
     floor = graph["ef_search"]
-    # Spread over the collection, one vector each: the positions are the seed's, the vectors
-    # whatever the collection holds there now.
-    picked = sorted(random.Random(f"{seed}:{scope}").sample(range(total), min(samples, total)))
-    ids: list[str] = []
-    rows: list[np.ndarray] = []
-    for position in picked:
-        for page_ids, page in index.vector_pages(scope, offset=position, limit=1):
-            ids.extend(page_ids)
-            rows.extend(page)
+    # BLOCKS runs of vectors spread over the collection (chromadb reaches a row by skipping every
+    # row before it, so one read a vector would cost as much as reading the scope 20 times): the
+    # positions are the seed's, the vectors whatever the collection holds there now.
+    if samples >= total:
+        run, starts = total, [0]
+    else:
+        run = max(1, -(-samples // BLOCKS))
+        starts = random.Random(f"{seed}:{scope}").sample(range(max(1, total - run + 1)), min(BLOCKS, total))
+    picked: dict[str, np.ndarray] = {}
+    for start in sorted(starts):
+        for page_ids, page in index.vector_pages(scope, offset=start, limit=run, page=run):
+            picked.update(zip(page_ids, page, strict=True))
+    ids = list(picked)[:samples]
+    rows = [picked[pk] for pk in ids]
     if len(ids) <= 1:
         return None
     queries = _unit(np.asarray(rows, dtype=np.float32))
@@ -167,7 +174,7 @@ def exact_answers(
         pending_ids.clear()
         pending.clear()
 
-    for page_ids, page in index.vector_pages(scope):
+    for page_ids, page in index.vector_pages(scope, page=READ_PAGE):
         size += len(page_ids)
         pending_ids.extend(page_ids)
         pending.append(page)
