@@ -375,8 +375,8 @@ class SweepIndex:
     def __init__(self, collection, ef_search: int):
         self.collection, self.ef_search = collection, ef_search
 
-    def hnsw(self) -> dict:
-        return {"collections": {self.SCOPE: {"vectors": self.collection.count(), "ef_search": self.ef_search}}}
+    def graph(self, scope: str) -> dict:
+        return {"vectors": self.collection.count(), "ef_search": self.ef_search}
 
     def vector_pages(self, scope: str, *, offset: int = 0, limit: int | None = None, page: int = PAGE):
         while limit is None or limit > 0:

@@ -503,7 +503,7 @@ def measure_widths(embedded: VectorIndex, floor: ScopedFloor, query_vectors) -> 
     configured ef_search (put back afterwards): what the measure's own sample, the scope's vectors
     as queries, stands for. Asking for many results costs more than the same ef_search (chromadb
     maps each result to its id), so no time is taken here: the rows above are the searches'."""
-    measured = embedded.hnsw()["collections"][MAIN_SCOPE]["ef_search"]
+    measured = embedded.graph(MAIN_SCOPE)["ef_search"]
     embedded.set_ef_search(MAIN_SCOPE, settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH)
     exact = [{hit.id for hit in floor.vector(v, MAIN_SCOPE, 10)} for v in query_vectors]
     rows = []

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 
-__all__ = ["EXACT", "WRITTEN", "ExactScopes", "Matrix", "new_mark"]
+__all__ = ["EXACT", "WRITTEN", "ExactScopes", "Matrix", "new_mark", "unit_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Matrix:
         vectors = np.empty((len(ids), dim), dtype=np.float32)
         for n, pk in enumerate(ids):
             vectors[n] = found[pk]
-        return cls(mark, ids, {pk: n for n, pk in enumerate(ids)}, _unit(vectors))
+        return cls(mark, ids, {pk: n for n, pk in enumerate(ids)}, unit_rows(vectors))
 
     @property
     def nbytes(self) -> int:
@@ -102,7 +102,7 @@ class Matrix:
         rows = {pk: n for n, pk in enumerate(ids)}
         added_ids, added = [], []
         if upserted:
-            unit = _unit(np.asarray(vectors, dtype=np.float32).reshape(len(upserted), -1))
+            unit = unit_rows(np.asarray(vectors, dtype=np.float32).reshape(len(upserted), -1))
             for pk, vector in zip(upserted, unit, strict=True):
                 if pk in rows:
                     matrix[rows[pk]] = vector
@@ -115,7 +115,8 @@ class Matrix:
         return Matrix(mark, tuple(ids + added_ids), rows, matrix)
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Each row scaled to length 1 (a zero row is left as it is)."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (vectors / norms).astype(np.float32, copy=False)

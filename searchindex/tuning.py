@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from django.conf import settings
 
+from searchindex.exact import unit_rows
 from searchindex.vector import VectorIndex
 
 __all__ = ["K", "LADDER", "Measured", "due", "ladder", "measure", "tune"]
@@ -99,7 +100,7 @@ def measure(
     """Measure the recall@10 of `scope`'s graph up the ladder from its ef_search and (`apply`) give
     it the narrowest that reaches `target`. None when the scope has too few vectors to measure."""
     started = time.perf_counter()
-    graph = index.hnsw()["collections"].get(scope)
+    graph = index.graph(scope)
     total = graph["vectors"] if graph else 0
     if total <= K + 1:
         return None
@@ -122,7 +123,7 @@ def measure(
     rows = [picked[pk] for pk in ids]
     if len(ids) <= 1:
         return None
-    queries = _unit(np.asarray(rows, dtype=np.float32))
+    queries = unit_rows(np.asarray(rows, dtype=np.float32))
     truth, size = exact_answers(index, scope, ids, queries)
     read_s = time.perf_counter() - started
     result = Measured(scope=scope, vectors=size, samples=len(ids), target=target, read_s=read_s)
@@ -163,7 +164,7 @@ def exact_answers(
     pending: list[np.ndarray] = []
 
     def merge() -> None:
-        block = _unit(np.vstack(pending))
+        block = unit_rows(np.vstack(pending))
         sims = queries @ block.T
         block_ids = np.asarray(pending_ids, dtype=object)
         sims_all = np.hstack([best_sims, sims])
@@ -220,18 +221,11 @@ def tune(
     target = settings.MEMORYUI_VECTOR_RECALL_TARGET if target is None else target
     if target is None:
         return {}
-    counts = index.counts()
     if scopes is None:
-        scopes = due(counts, {})
+        scopes = due(index.counts(), {})
     done = {}
     for scope in scopes:
         measured = measure(index, scope, target=target, samples=samples)
         if measured is not None:
             done[scope] = measured.as_dict()
     return done
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return vectors / norms

@@ -120,6 +120,21 @@ def collection_hnsw(collection) -> dict[str, int]:
     return {name: recorded.get(name, default) for name, default in CHROMADB_HNSW_DEFAULTS.items()}
 
 
+def _graph(collection) -> dict:
+    """A collection's recorded HNSW settings and how many vectors it holds."""
+    return {**collection_hnsw(collection), "vectors": collection.count()}
+
+
+def _ef_search_for(current: int) -> int:
+    """The ef_search a collection searching with `current` should have: the configured one, or
+    `current` when it is wider and was measured (searchindex/tuning.py) while recall is measured
+    (MEMORYUI_VECTOR_RECALL_TARGET): a measured scope's ef_search only grows."""
+    wanted = settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH
+    if settings.MEMORYUI_VECTOR_RECALL_TARGET is not None and current > wanted:
+        return current
+    return wanted
+
+
 def _rebuild_needed(built: dict[str, dict], configured: dict[str, int]) -> str:
     """What the graphs were built with when it is not the configured shape, in words; else ""."""
     wanted = (configured["max_neighbors"], configured["ef_construction"])
@@ -581,6 +596,12 @@ class VectorIndex:
         with self._using("count the index") as collections:
             return {scope: collection.count() for scope, collection in collections.items()}
 
+    def graph(self, scope: str) -> dict | None:
+        """`scope`'s collection as `hnsw()` reports each one (its HNSW settings and vectors), or None."""
+        with self._using("read the index") as collections:
+            collection = collections.get(scope)
+            return None if collection is None else _graph(collection)
+
     def set_ef_search(self, scope: str, ef_search: int) -> None:
         """Give `scope`'s collection this ef_search (its measured one: searchindex/tuning.py). The
         embedded index is reloaded so every process searches with it at once (the others reload
@@ -594,9 +615,7 @@ class VectorIndex:
             with self._lock:
                 self._collections = None
                 if not self.url:
-                    directory = chroma.directory(self.path)  # held by this thread: see _guard
-                    directory.reload(self.path)
-                    self._client, self._generation = None, directory.generation
+                    self._reload_embedded()
 
     def count(self) -> int:
         with self._using("count the index") as collections:
@@ -630,17 +649,11 @@ class VectorIndex:
         when the index is opened (a chromadb server applies it when it next loads the collection).
         """
         configured = configured_hnsw()
-        measured = settings.MEMORYUI_VECTOR_RECALL_TARGET is not None
         with self._using("read the index") as collections:
-            built = {scope: collection_hnsw(collection) for scope, collection in collections.items()}
-            for scope, collection in collections.items():
-                built[scope]["vectors"] = collection.count()
+            built = {scope: _graph(collection) for scope, collection in collections.items()}
         for graph in built.values():
             shape = all(graph[name] == configured[name] for name in ("max_neighbors", "ef_construction"))
-            wide = graph["ef_search"] == configured["ef_search"] or (
-                measured and graph["ef_search"] > configured["ef_search"]
-            )
-            graph["matches"] = shape and wide
+            graph["matches"] = shape and _ef_search_for(graph["ef_search"]) == graph["ef_search"]
         return {
             "configured": {
                 **configured,
@@ -739,26 +752,27 @@ class VectorIndex:
                 return self._collections
             collections = self._open_collections()
             if self._set_ef_search(collections) and not self.url:
-                directory = chroma.directory(self.path)  # held by this thread: see _guard
-                directory.reload(self.path)
-                self._client, self._generation = None, directory.generation
+                self._reload_embedded()
                 collections = self._open_collections()
             self._collections = collections
             return collections
 
     def _set_ef_search(self, collections: dict) -> bool:
-        """Give each collection the configured ef_search, or keep the wider one measured for it
-        (searchindex/tuning.py) while recall is measured (MEMORYUI_VECTOR_RECALL_TARGET); whether
-        any changed."""
-        wanted = settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH
-        measured = settings.MEMORYUI_VECTOR_RECALL_TARGET is not None
+        """Give each collection the ef_search it should have (`_ef_search_for`); whether any changed."""
         changed = False
         for collection in collections.values():
             ef_search = collection_hnsw(collection)["ef_search"]
-            if ef_search < wanted or (ef_search != wanted and not measured):
-                collection.modify(configuration={"hnsw": {"ef_search": wanted}})
+            if _ef_search_for(ef_search) != ef_search:
+                collection.modify(configuration={"hnsw": {"ef_search": _ef_search_for(ef_search)}})
                 changed = True
         return changed
+
+    def _reload_embedded(self) -> None:
+        """Reload the embedded index's chromadb (its directory lock held by this thread: see
+        _guard), so this process loads each graph again with the ef_search recorded now."""
+        directory = chroma.directory(self.path)
+        directory.reload(self.path)
+        self._client, self._generation = None, directory.generation
 
     def _open_collections(self) -> dict:
         """This embedder's collections by scope, checked against what the index recorded."""
