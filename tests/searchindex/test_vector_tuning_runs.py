@@ -115,3 +115,7 @@ def test_a_target_out_of_reach_keeps_the_narrowest_as_good_as_the_best_and_says_
     graph = search_indexes.get_index("vector").hnsw()["collections"]["agent:main"]
     assert graph["ef_search"] == 10 and graph["matches"] is True
     assert health.summary(check) == "agent:main: ef_search 10, recall@10 0.500 (below the target 0.97)"
+
+    out = io.StringIO()
+    call_command("reindex", "--tune", "--scope", "agent:main", stdout=out)
+    assert "ef_search 10 (target 0.97 not reached; the narrowest as good as the best measured)" in out.getvalue()
