@@ -85,6 +85,7 @@ from recall.golden import read_labelled  # noqa: E402
 from searchindex import tuning  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402
 from searchindex.vector import CANDIDATES  # noqa: E402
+from searchindex.vector import PAGE as VECTOR_PAGE  # noqa: E402
 
 VERSION = 1  # bump when the way the vector sets are built changes: the caches rebuild
 DATA = ROOT / "bench" / "data"
@@ -378,13 +379,14 @@ class SweepIndex:
     def graph(self, scope: str) -> dict:
         return {"vectors": self.collection.count(), "ef_search": self.ef_search}
 
-    def vector_pages(self, scope: str, *, offset: int = 0, limit: int | None = None, page: int = PAGE):
+    def vector_pages(self, scope: str, *, offset: int = 0, limit: int | None = None, page: int | None = None):
+        page = page or VECTOR_PAGE
         while limit is None or limit > 0:
             size = page if limit is None else min(page, limit)
-            page = self.collection.get(include=["embeddings"], limit=size, offset=offset)
-            if page["ids"]:
-                yield page["ids"], np.asarray(page["embeddings"], dtype=np.float32).reshape(len(page["ids"]), -1)
-            if len(page["ids"]) < size:
+            found = self.collection.get(include=["embeddings"], limit=size, offset=offset)
+            if found["ids"]:
+                yield found["ids"], np.asarray(found["embeddings"], dtype=np.float32).reshape(len(found["ids"]), -1)
+            if len(found["ids"]) < size:
                 return
             offset += size
             limit = None if limit is None else limit - size

@@ -750,6 +750,8 @@ def run_size(args) -> None:
     vectors, vector_info = expand_vectors(corpus, base_vectors, seed)
     fingerprint = latency.digest(
         [latency.store_fingerprint(corpus, seed, embedder.name), VERSION, base, vector_info["sigma"]]
+        # the graph's build settings: a store built with others is built again
+        + [settings.MEMORYUI_CHROMA_HNSW_M, settings.MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION]
     )
     builds = build_all(corpus, vectors, fingerprint)
     with chroma_server(server_dir()) as url:

@@ -56,7 +56,6 @@ PLATEAU = 0.002  # out of reach, a step within this of the best measured is as g
 GROWTH = 0.2  # a scope is measured again once its size moved by this share since its last measure
 BLOCK = 8192  # vectors multiplied by the samples at once while the exact answers are worked out
 BLOCKS = 20  # runs of consecutive vectors the samples are read in
-READ_PAGE = 10_000  # vectors a read of the whole scope asks chromadb for at once (15 MB at 384-d)
 
 
 def ladder(start: int | None = None) -> list[int]:
@@ -175,7 +174,7 @@ def exact_answers(
         pending_ids.clear()
         pending.clear()
 
-    for page_ids, page in index.vector_pages(scope, page=READ_PAGE):
+    for page_ids, page in index.vector_pages(scope):
         size += len(page_ids)
         pending_ids.extend(page_ids)
         pending.append(page)

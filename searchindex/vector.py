@@ -71,7 +71,11 @@ BATCH = 1000
 # Memories embedded at once before their vectors are written, grouped by scope: the embedder
 # batches on its own, and the window only bounds the vectors held in memory (~1.5 KB each).
 EMBED_BATCH = 10_000
-PAGE = 1000  # entries read per page by entries()
+ID_CHUNK = 1000  # ids asked of a collection per get(ids=...)
+# Entries a read of a whole scope asks chromadb for at once (15 MB of vectors at 384-d): chromadb
+# skips to an offset row by row (~3 µs a row at 400,000), so reading a scope of n entries in pages
+# of p skips about n² / (2p) rows; pages of 1,000 made reading 400,000 vectors take minutes.
+PAGE = 10_000
 # Neighbours asked of each scope's collection per search, of which the best k overall are kept.
 # chromadb's HNSW search explores max(ef_search, n_results) nodes and reports exact distances for
 # what it found, so asking for more is a wider search whose best k are at least as good; measured
@@ -362,8 +366,8 @@ class VectorIndex:
             return found
         with self._using("read the index") as collections:
             for scope, collection in collections.items():
-                for start in range(0, len(ids), PAGE):
-                    for pk in collection.get(ids=ids[start : start + PAGE], include=[])["ids"]:
+                for start in range(0, len(ids), ID_CHUNK):
+                    for pk in collection.get(ids=ids[start : start + ID_CHUNK], include=[])["ids"]:
                         found.setdefault(pk, []).append(scope)
         return found
 
@@ -557,12 +561,11 @@ class VectorIndex:
         stop: Callable[[], bool] | None = None,
         offset: int = 0,
         limit: int | None = None,
-        page: int = PAGE,
+        page: int | None = None,
     ) -> Iterator[tuple[list[str], np.ndarray]]:
         """`scope`'s entries from `offset` on (`limit` of them at most), as pages of ids and their
-        vectors (float32 rows), each page read under the lock of its own. chromadb skips to an
-        offset row by row (~3 µs a row at 400,000), so reading a big scope in pages of `page`
-        costs about n² / (2 page) rows skipped: a big scope is read in big pages."""
+        vectors (float32 rows), each page read under the lock of its own, `page` (PAGE) at a time."""
+        page = page or PAGE
         while (stop is None or not stop()) and (limit is None or limit > 0):
             size = page if limit is None else min(page, limit)
             with self._using("read the index") as collections:

@@ -235,6 +235,8 @@ def test_entries_and_count_agree_across_pages(open_index, monkeypatch):
     index.upsert(items)
     assert index.entries() == {item.id: item.content_hash for item in items}
     assert index.count() == 7
+    assert sorted(index.vectors(items[0].scope)) == sorted(item.id for item in items)  # 3 + 3 + 1
+    assert [len(ids) for ids, _ in index.vector_pages(items[0].scope, offset=2)] == [3, 2]
 
 
 def test_reset_empties_the_index(index):
