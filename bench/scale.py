@@ -683,7 +683,7 @@ def print_widths(result: dict) -> None:
         f"\nSearch width of {MAIN_SCOPE} (searchindex/tuning.py): {main['samples']} of its {main['vectors']} "
         f"vectors as queries against exact search, target recall@10 {main['target']:g}, read in "
         f"{main['read_s']:.0f} s, {main['seconds']:.0f} s in all; chosen: {main['ef_search']}"
-        + ("" if main["reached"] else " (the target out of reach: the narrowest as good as the best measured)")
+        + ("" if main["reached"] else " (the target out of reach: one step past where the recall stops growing)")
         + f". Every scope measured: {len(tuned)} ("
         + ", ".join(f"{s} {m['ef_search']}" for s, m in sorted(tuned.items()))
         + ").\n"

@@ -396,7 +396,9 @@ MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int("MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROM
 # MEMORYUI_VECTOR_EXACT_BELOW vectors or more, the recall@10 of its graph against exact search (its
 # own vectors as queries) at ef_search MEMORYUI_CHROMA_HNSW_EF_SEARCH and wider, and give it the
 # narrowest that reaches this target; `off` keeps every collection at the configured ef_search.
-MEMORYUI_VECTOR_RECALL_TARGET = env_float("MEMORYUI_VECTOR_RECALL_TARGET", 0.97)
+# The measure's queries (the graph's own vectors) are easier than real ones, whose recall ran up to
+# 0.03 below it at 1M (bench/hnsw_sweep.py): 0.98 stands for about 0.95 on real queries.
+MEMORYUI_VECTOR_RECALL_TARGET = env_float("MEMORYUI_VECTOR_RECALL_TARGET", 0.98)
 if MEMORYUI_VECTOR_RECALL_TARGET is not None and not 0 < MEMORYUI_VECTOR_RECALL_TARGET <= 1:
     raise ImproperlyConfigured(
         f"MEMORYUI_VECTOR_RECALL_TARGET={MEMORYUI_VECTOR_RECALL_TARGET}: a recall above 0 and at most 1, or off"

@@ -213,3 +213,63 @@ def test_a_scope_too_small_to_measure_is_left_out(settings, tmp_path, hashed_ind
     assert tuning.measure(index, SCOPE, target=0.97) is None
     assert tuning.measure(index, "agent:nowhere", target=0.97) is None
     assert vector.CANDIDATES > tuning.K
+
+
+class _ShapedGraph:
+    """A scope whose graph search finds `found_at[n]` of each vector's true 10 nearest neighbours
+    when asked for n: what tuning.measure reads of a VectorIndex, over a numpy matrix."""
+
+    def __init__(self, found_at: dict[int, int], size: int = 300, ef_search: int = 10):
+        rows = np.random.default_rng(5).standard_normal((size, 16)).astype(np.float32)
+        self.rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        self.ids = [f"m{n}" for n in range(size)]
+        self.found_at, self.ef_search = found_at, ef_search
+
+    def graph(self, scope):
+        return {"vectors": len(self.ids), "ef_search": self.ef_search}
+
+    def vector_pages(self, scope, *, offset=0, limit=None, page=None):
+        stop = len(self.ids) if limit is None else min(len(self.ids), offset + limit)
+        yield self.ids[offset:stop], self.rows[offset:stop]
+
+    def graph_neighbours(self, scope, vector, n):
+        order = np.argsort(-(self.rows @ vector))
+        missed = set(order[1 : 1 + 10 - self.found_at[n - 1]].tolist())  # after the vector itself
+        return [(1.0 - float(self.rows[i] @ vector), self.ids[i]) for i in order if i not in missed][:n]
+
+
+def test_out_of_reach_the_scope_gets_one_step_past_where_the_recall_stops_growing(settings):
+    settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 10
+    assert tuning.ladder() == [10, 20, 30, 50, 70]
+    graph = _ShapedGraph({10: 6, 20: 8, 30: 9, 50: 9, 70: 9})
+
+    measured = tuning.measure(graph, SCOPE, target=0.97, samples=40, apply=False)
+
+    assert [(step.ef_search, step.recall) for step in measured.steps] == [
+        (10, 0.6),
+        (20, 0.8),
+        (30, 0.9),
+        (50, 0.9),
+        (70, 0.9),
+    ]
+    # The measure's recall stops growing at 30; real queries gain up to a step later.
+    assert not measured.reached and (measured.ef_search, measured.recall) == (50, 0.9)
+
+
+def test_out_of_reach_a_recall_growing_to_the_widest_step_gets_the_widest(settings):
+    settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 10
+    graph = _ShapedGraph({10: 5, 20: 6, 30: 7, 50: 8, 70: 9})
+
+    measured = tuning.measure(graph, SCOPE, target=0.97, samples=40, apply=False)
+
+    assert not measured.reached and (measured.ef_search, measured.recall) == (70, 0.9)
+
+
+def test_a_reached_target_takes_the_first_step_that_reaches_it_with_no_step_past(settings):
+    settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 10
+    graph = _ShapedGraph({10: 6, 20: 10, 30: 10, 50: 10, 70: 10})
+
+    measured = tuning.measure(graph, SCOPE, target=0.97, samples=40, apply=False)
+
+    assert measured.reached and (measured.ef_search, measured.recall) == (20, 1.0)
+    assert [step.ef_search for step in measured.steps] == [10, 20]

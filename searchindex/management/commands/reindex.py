@@ -97,7 +97,7 @@ def _describe_tuned(tuned: dict) -> str:
     lines = []
     for scope, measured in sorted(tuned.items()):
         steps = ", ".join(f"ef {step['ef_search']}: {step['recall']:.3f}" for step in measured["steps"])
-        verdict = "reached" if measured["reached"] else "not reached; the narrowest as good as the best measured"
+        verdict = "reached" if measured["reached"] else "not reached; one step past where the recall stops growing"
         lines.append(
             f"{scope}: {measured['vectors']} vectors, {measured['samples']} sampled; recall@10 {steps}; "
             f"ef_search {measured['ef_search']} (target {measured['target']:g} {verdict}); {measured['seconds']:.1f} s"
