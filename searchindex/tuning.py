@@ -14,11 +14,13 @@ where 1000 is needed for 0.96; 1000 costs the spread store twice the time for no
   MEMORYUI_VECTOR_RECALL_TARGET; the narrowest that does becomes the collection's ef_search. When
   none does, the step past the one where the recall stops growing (the first within PLATEAU of the
   best measured): on a crowded store a wider search soon buys nothing but its cost, but the graph's
-  own vectors are easier queries than real ones, and their recall stops growing earlier. In three
-  builds of the 1M store's agent:main (402,580 vectors), the measure read 0.973-0.976 from ef_search
-  300 to 2000 in one, where real queries found 0.945 at 300 and 0.960 only from 1020 on; in the
-  others, it stopped growing at 690 or 1020 while real queries' recall grew up to 1020. Hence the
-  target's margin (real queries' recall ran up to 0.03 below the measure) and the step's.
+  own vectors are easier queries than real ones, and their recall stops growing earlier. In five
+  builds of the 1M store's agent:main (402,580 vectors; bench/hnsw_sweep.py, bench/scale.py), the
+  measure read 0.973-0.976 from ef_search 300 to 2000 in one, where real queries found 0.945 at
+  300 and 0.960 only from 1020 on; in the others, it stopped growing at 690 or 1020 while real
+  queries' recall grew up to 1020. Hence the target's margin (real queries' recall ran up to 0.03
+  below the measure) and the step's: real queries got 0.959-0.961 with it in all five, and 0.942
+  and 0.945 in two of them with the narrowest within 0.002 of the best and a target of 0.97.
 
 The graph keeps max(ef_search, n) candidates, so asking it for n neighbours is the search
 ef_search n makes: that is how each width is measured, with no change to the collection until the
