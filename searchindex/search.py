@@ -15,9 +15,9 @@ score, each rerank adjustment, and its label with the reasons.
 
 A hybrid search asks both indexes at once: the query's embedding and the vector search run in a
 worker thread (neither touches the database) while this thread asks the BM25 index, so the two
-cost the slower of them, not their sum. When a scope was searched by its HNSW graph, the stored
-vectors of the BM25 candidates outside the vector top k are read in that thread too, while the rows
-are loaded and ranked: a query the ranking does not answer is judged again with them.
+cost the slower of them, not their sum. A query the ranking does not answer is judged again with
+the exact similarity of the BM25 candidates outside the vector top k, read from their stored
+vectors after the ranking (`check_outside_top_k`); an answered query never reads them.
 
 When one index cannot answer (a chromadb server down, a corrupt whoosh directory) a hybrid
 search answers from the other alone and says so in `degraded`; only when the requested
@@ -31,11 +31,12 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.utils import timezone
 
 from memoryui import untrusted
@@ -139,14 +140,66 @@ class Rows(Mapping[str, Memory]):
     (`value`), the caller the memories of the few it shows.
     """
 
-    def __init__(self, queryset, fields: tuple[str, ...]):
-        wanted = {*fields, "id"}
-        # Model.from_db takes the loaded values in the model's field order.
-        self.fields = tuple(f.attname for f in Memory._meta.concrete_fields if f.attname in wanted)
-        self._db = queryset.db
+    def __init__(self, fields: tuple[str, ...], values: dict[str, tuple], db: str = DEFAULT_DB_ALIAS):
+        """`values`: each memory's values by id, in `fields_in_model_order(fields)`'s order."""
+        self.fields = fields_in_model_order(fields)
+        self._db = db
         self._position = {name: n for n, name in enumerate(self.fields)}
-        self._values = {str(row[0]): row for row in queryset.values_list(*self.fields)}
+        self._values = values
         self._made: dict[str, Memory] = {}
+
+    @classmethod
+    def of(cls, queryset, fields: tuple[str, ...]) -> Rows:
+        """These fields of the queryset's memories, read through the ORM."""
+        fields = fields_in_model_order(fields)
+        values = {str(row[0]): row for row in queryset.order_by().values_list(*fields)}
+        return cls(fields, values, queryset.db)
+
+    @classmethod
+    def active(cls, ids: Iterable[str], scopes: list[str] | None, fields: tuple[str, ...]) -> Rows:
+        """These fields of the active memories among `ids`, within `scopes` (None: any scope).
+
+        On PostgreSQL one statement with the ids as one array parameter, its timestamps read as
+        ISO text: Django's loader of timestamptz is psycopg's pure-Python one, and parsing two per
+        row cost more than the rest of a search's rows (100 rows of a 100k store: p50 4.35 ms
+        through the ORM, 1.39 ms so). The values are the ORM's, converter for converter.
+        """
+        ids = list(dict.fromkeys(ids))
+        if connection.vendor != "postgresql":
+            queryset = Memory.objects.active().filter(pk__in=ids)
+            return cls.of(queryset if scopes is None else queryset.filter(scope__in=scopes), fields)
+        fields = fields_in_model_order(fields)
+        model = {f.attname: f for f in Memory._meta.concrete_fields}
+        quote = connection.ops.quote_name
+        columns, converters = [], []
+        for name in fields:
+            column = f"m.{quote(model[name].column)}"
+            if model[name].get_internal_type() == "DateTimeField":
+                columns.append(f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')")
+                converters.append(_utc_timestamp)
+            else:
+                columns.append(column)
+                field_converters = model[name].get_db_converters(connection)
+                converters.append(_converted(field_converters, model[name]) if field_converters else None)
+        sql = (
+            f"SELECT {', '.join(columns)} FROM {quote(Memory._meta.db_table)} m "
+            f"WHERE m.{quote(model['id'].column)} = ANY(%s::uuid[]) AND m.{quote(model['status'].column)} = %s"
+        )
+        parameters: list = [ids, Memory.Status.ACTIVE]
+        if scopes is not None:
+            sql += f" AND m.{quote(model['scope'].column)} = ANY(%s::text[])"
+            parameters.append(list(scopes))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, parameters)
+            rows = cursor.fetchall()
+        if any(converters):
+            rows = [
+                tuple(
+                    value if convert is None else convert(value) for value, convert in zip(row, converters, strict=True)
+                )
+                for row in rows
+            ]
+        return cls(fields, {str(row[0]): row for row in rows}, connection.alias)
 
     def value(self, pk: str, field: str):
         return self._values[pk][self._position[field]]
@@ -167,6 +220,27 @@ class Rows(Mapping[str, Memory]):
         return len(self._values)
 
 
+def fields_in_model_order(fields: tuple[str, ...]) -> tuple[str, ...]:
+    """These fields and the id, in the model's order (Model.from_db takes the values so)."""
+    wanted = {*fields, "id"}
+    return tuple(f.attname for f in Memory._meta.concrete_fields if f.attname in wanted)
+
+
+def _utc_timestamp(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def _converted(converters, model_field):
+    """A value through the field's own converters, as the ORM applies them (JSONField's json.loads)."""
+
+    def convert(value):
+        for converter in converters:
+            value = converter(value, model_field, connection)
+        return value
+
+    return convert
+
+
 @dataclass
 class Retrieval:
     """What the indexes answered for one query, before fusion: what calibration replays."""
@@ -180,7 +254,6 @@ class Retrieval:
     # The exact similarity of BM25 candidates outside the vector top k (`check_outside_top_k`).
     checked: dict[str, float] = field(default_factory=dict)
     query_vector: object = None  # numpy array, when the query was embedded
-    asked_outside: Future | None = None  # `_ask_outside_top_k`'s read, when it started one
 
 
 @dataclass
@@ -347,8 +420,12 @@ def _judged(
 
 
 def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings: dict | None = None) -> None:
-    """Read the exact similarity of the BM25 candidates the vector index did not return (what
-    `_ask_outside_top_k` asked for already, when it did)."""
+    """Read the exact similarity of the BM25 candidates the vector index did not return.
+
+    Only a query the ranking did not answer reads it, after the ranking: read beside the rows'
+    load for every query, the read (a chromadb request, its vectors decoded in this process) cost
+    the answered ones more than it saved the others (bench/scale.py at 100k: search() p50 21.5 →
+    17.9 ms without it, with 5% of the queries unanswered)."""
     if retrieval.query_vector is None or retrieval.refused:
         return
     outside = [hit.id for hit in _outside_top_k(retrieval) if hit.id in retrieval.infos]
@@ -356,12 +433,7 @@ def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings:
         return
     try:
         with _timed(timings if timings is not None else {}, "vector_check"):
-            asked = retrieval.asked_outside
-            retrieval.checked = (
-                {pk: similarity for pk, similarity in asked.result().items() if pk in retrieval.infos}
-                if asked is not None
-                else get_index("vector").similarities(retrieval.query_vector, outside, scopes=scopes)
-            )
+            retrieval.checked = get_index("vector").similarities(retrieval.query_vector, outside, scopes=scopes)
     except IndexUnavailable:
         retrieval.checked = {}
 
@@ -369,20 +441,6 @@ def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings:
 def _outside_top_k(retrieval: Retrieval) -> list[Hit]:
     in_top_k = {hit.id for hit in retrieval.vector_hits}
     return [hit for hit in retrieval.bm25_hits if hit.id not in in_top_k]
-
-
-def _ask_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, searched: dict[str, str]) -> None:
-    """Start reading the similarity of the BM25 candidates outside the vector top k while the rows
-    are loaded and ranked, when a scope was searched by its HNSW graph: that read is a request to
-    chromadb (to its server, at a million memories ~5 ms), which a query the ranking does not
-    answer would otherwise wait for after the ranking. A scope searched exactly has its vectors
-    at hand, and an answered query never reads the answer."""
-    if retrieval.query_vector is None or retrieval.refused or "hnsw" not in searched.values():
-        return
-    outside = [hit.id for hit in _outside_top_k(retrieval)]
-    if outside:
-        index, vector = get_index("vector"), retrieval.query_vector
-        retrieval.asked_outside = _pool().submit(index.similarities, vector, outside, scopes=scopes)
 
 
 def retrieve(
@@ -431,13 +489,9 @@ def retrieve(
         into.degraded[name] = str(exc)
         into.notices.append(f"{name} index unavailable, answered from {other} alone: {exc}")
 
-    _ask_outside_top_k(retrieval, scopes, into.vector_searched)
     with _timed(into.timings_ms, "load_rows"):
         ids = {hit.id for hit in retrieval.vector_hits} | {hit.id for hit in retrieval.bm25_hits}
-        rows = Memory.objects.active().filter(pk__in=ids)
-        if scopes is not None:
-            rows = rows.filter(scope__in=scopes)
-        memories = Rows(rows, (*RESULT_FIELDS, *extra_fields))
+        memories = Rows.active(ids, scopes, (*RESULT_FIELDS, *extra_fields))
         value = memories.value
         retrieval.infos = {
             pk: CandidateInfo(

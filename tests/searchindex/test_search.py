@@ -6,16 +6,17 @@ import io
 import json
 import socket
 import threading
+import uuid
+from datetime import UTC, datetime
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from memoryui.models import ApiToken, Memory
 from searchindex import indexes as search_indexes
-from searchindex import search as search_module
 from searchindex.exact import EXACT
 from searchindex.fusion import RetrievalSettings
-from searchindex.search import MAX_QUERY_CHARS, search
+from searchindex.search import MAX_QUERY_CHARS, RESULT_FIELDS, Rows, search
 from searchindex.vector import VectorIndex
 
 pytestmark = pytest.mark.django_db
@@ -104,12 +105,12 @@ def test_unanswerable_queries_return_nothing_and_the_near_misses_name_the_floor(
     assert "vector_check" in result.timings_ms or all(f.candidate.vector_rank for f in result.candidates)
 
 
-def test_an_unanswered_query_reads_the_similarity_outside_the_top_k_while_it_is_ranked(store, settings, monkeypatch):
-    # Searched by the HNSW graph (a scope past the exact line), the read is started beside the
-    # rows' load and the ranking; the decision is the one a read after the ranking gives.
+def test_only_an_unanswered_query_reads_the_similarity_outside_the_top_k(store, settings, monkeypatch):
+    # Searched by the HNSW graph (a scope past the exact line): the stored vectors of the BM25
+    # candidates outside the vector top k are read once, after the ranking left the query
+    # unanswered, and judge it again; an answered query reads none.
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
     knobs = RetrievalSettings(vector_k=1)
-    query = "quantum cursor staging thursdays cards"
     reads = []
     similarities = VectorIndex.similarities
 
@@ -118,22 +119,50 @@ def test_an_unanswered_query_reads_the_similarity_outside_the_top_k_while_it_is_
         return similarities(index, vector, ids, scopes=scopes)
 
     monkeypatch.setattr(VectorIndex, "similarities", read)
-    result = search(query, scopes=["agent:main"], settings=knobs)
+    result = search("quantum cursor staging thursdays cards", scopes=["agent:main"], settings=knobs)
     assert result.vector_searched == {"agent:main": "hnsw"} and not result.answer.answered
     [(thread, asked)] = reads
-    assert thread.startswith("memoryui-vector") and "vector_check" in result.timings_ms
+    assert thread == threading.main_thread().name and "vector_check" in result.timings_ms
     checked = {
         f.candidate.id: f.candidate.checked_similarity for f in result.candidates if f.candidate.vector_rank is None
     }
     assert len(checked) >= 2 and set(checked) <= set(asked) and None not in checked.values()
 
     reads.clear()
-    monkeypatch.setattr(search_module, "_ask_outside_top_k", lambda *arguments: None)
-    after = search(query, scopes=["agent:main"], settings=knobs)
-    assert [thread for thread, _ in reads] == [threading.main_thread().name]
-    assert [(f.candidate.id, f.candidate.label, f.candidate.checked_similarity) for f in after.candidates] == [
-        (f.candidate.id, f.candidate.label, f.candidate.checked_similarity) for f in result.candidates
-    ]
+    answered = search("phone number 18600000000", scopes=["agent:main"], settings=knobs)
+    assert answered.answer.answered and answered.results
+    assert any(f.candidate.vector_rank is None for f in answered.candidates), "BM25 found some outside the top k"
+    assert reads == [] and "vector_check" not in answered.timings_ms
+
+
+def test_the_rows_a_search_loads_are_the_orm_values_of_its_active_memories_in_its_scopes(store):
+    # On PostgreSQL one statement reads them (timestamps as text, JSON through the field's
+    # converter); whatever the database, each value is the one the ORM reads.
+    lucky, phone = memory_with(store, "lucky number"), memory_with(store, "phone number")
+    Memory.objects.filter(pk=lucky.pk).update(
+        metadata={"source_file": "MEMORY.md", "note": "<b>ü & 中文</b>", "n": [1, 2.5]},
+        updated_at=datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC),
+    )
+    Memory.objects.filter(pk=phone.pk).update(updated_at=datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC))
+    gone = memory_with(store, "Staging runs")
+    Memory.objects.filter(pk=gone.pk).update(status=Memory.Status.TOMBSTONED)
+    other = Memory.objects.get(scope="agent:other")
+    ids = [str(m.pk) for m in store.values()]
+    fields = (*RESULT_FIELDS, "metadata")
+
+    rows = Rows.active([*ids, str(uuid.uuid4())], ["agent:main"], fields)
+
+    orm = Memory.objects.filter(status=Memory.Status.ACTIVE, scope="agent:main")
+    expected = {str(row[0]): row for row in orm.values_list(*rows.fields)}
+    assert set(rows) == set(expected) and len(rows) == len(MAIN) - 1
+    assert str(gone.pk) not in rows and str(other.pk) not in rows
+    for pk in expected:
+        assert tuple(rows.value(pk, name) for name in rows.fields) == expected[pk], pk
+    assert rows.value(str(lucky.pk), "metadata")["note"] == "<b>ü & 中文</b>"
+    assert rows.value(str(lucky.pk), "updated_at") == datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+    assert rows[str(phone.pk)].updated_at == datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    assert set(Rows.active(ids, None, fields)) == set(expected) | {str(other.pk)}
+    assert list(Rows.active([], ["agent:main"], fields)) == []
 
 
 def test_without_the_floor_search_returns_the_raw_ranking(store):
