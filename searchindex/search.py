@@ -31,6 +31,7 @@ import re
 import threading
 import time
 import unicodedata
+import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -164,7 +165,7 @@ class Rows(Mapping[str, Memory]):
         row cost more than the rest of a search's rows (100 rows of a 100k store: p50 4.35 ms
         through the ORM, 1.39 ms so). The values are the ORM's, converter for converter.
         """
-        ids = list(dict.fromkeys(ids))
+        ids = _memory_ids(ids)
         if connection.vendor != "postgresql":
             queryset = Memory.objects.active().filter(pk__in=ids)
             return cls.of(queryset if scopes is None else queryset.filter(scope__in=scopes), fields)
@@ -224,6 +225,19 @@ def fields_in_model_order(fields: tuple[str, ...]) -> tuple[str, ...]:
     """These fields and the id, in the model's order (Model.from_db takes the values so)."""
     wanted = {*fields, "id"}
     return tuple(f.attname for f in Memory._meta.concrete_fields if f.attname in wanted)
+
+
+def _memory_ids(ids: Iterable[str]) -> list[str]:
+    """The ids that can name a memory, once each: an index is derived data, and an entry under an
+    id that is no UUID (written by hand, or by another program) names no memory rather than failing
+    the search."""
+    valid = []
+    for pk in dict.fromkeys(ids):
+        try:
+            valid.append(str(uuid.UUID(str(pk))))
+        except ValueError:
+            continue
+    return valid
 
 
 def _utc_timestamp(text: str | None) -> datetime | None:

@@ -150,7 +150,7 @@ def test_the_rows_a_search_loads_are_the_orm_values_of_its_active_memories_in_it
     ids = [str(m.pk) for m in store.values()]
     fields = (*RESULT_FIELDS, "metadata")
 
-    rows = Rows.active([*ids, str(uuid.uuid4())], ["agent:main"], fields)
+    rows = Rows.active([*ids, str(uuid.uuid4()), "not-a-memory-id", ids[0].upper()], ["agent:main"], fields)
 
     orm = Memory.objects.filter(status=Memory.Status.ACTIVE, scope="agent:main")
     expected = {str(row[0]): row for row in orm.values_list(*rows.fields)}
