@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.utils import timezone
@@ -65,6 +65,7 @@ RESULT_FIELDS = (
     "created_at", "updated_at",
 )  # fmt: skip
 
+_CANONICAL_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # One ASCII token of at least four characters holding a digit: 18600000000, JIRA-1234, a hash.
 _IDENTIFIER_RE = re.compile(r"(?=\S*\d)[+#]?[A-Za-z0-9][A-Za-z0-9_.\-:/@#]{3,}")
 
@@ -162,8 +163,8 @@ class Rows(Mapping[str, Memory]):
 
         On PostgreSQL one statement with the ids as one array parameter, its timestamps read as
         ISO text: Django's loader of timestamptz is psycopg's pure-Python one, and parsing two per
-        row cost more than the rest of a search's rows (100 rows of a 100k store: p50 4.35 ms
-        through the ORM, 1.39 ms so). The values are the ORM's, converter for converter.
+        row cost about as much as the rest of a search's rows (95 rows of a 100k store: p50 4.13 ms
+        through the ORM, 1.98 ms so). The values are the ORM's, converter for converter.
         """
         ids = _memory_ids(ids)
         if connection.vendor != "postgresql":
@@ -176,7 +177,7 @@ class Rows(Mapping[str, Memory]):
         for name in fields:
             column = f"m.{quote(model[name].column)}"
             if model[name].get_internal_type() == "DateTimeField":
-                columns.append(f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')")
+                columns.append(f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')")
                 converters.append(_utc_timestamp)
             else:
                 columns.append(column)
@@ -193,13 +194,15 @@ class Rows(Mapping[str, Memory]):
         with connection.cursor() as cursor:
             cursor.execute(sql, parameters)
             rows = cursor.fetchall()
-        if any(converters):
-            rows = [
-                tuple(
-                    value if convert is None else convert(value) for value, convert in zip(row, converters, strict=True)
-                )
-                for row in rows
-            ]
+        converting = [(n, convert) for n, convert in enumerate(converters) if convert is not None]
+        if converting:
+            changed = []
+            for row in rows:
+                row = list(row)
+                for n, convert in converting:
+                    row[n] = convert(row[n])
+                changed.append(tuple(row))
+            rows = changed
         return cls(fields, {str(row[0]): row for row in rows}, connection.alias)
 
     def value(self, pk: str, field: str):
@@ -233,15 +236,18 @@ def _memory_ids(ids: Iterable[str]) -> list[str]:
     the search."""
     valid = []
     for pk in dict.fromkeys(ids):
+        if _CANONICAL_UUID_RE.fullmatch(pk := str(pk)):  # what the indexes write: no parsing needed
+            valid.append(pk)
+            continue
         try:
-            valid.append(str(uuid.UUID(str(pk))))
+            valid.append(str(uuid.UUID(pk)))
         except ValueError:
             continue
     return valid
 
 
 def _utc_timestamp(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text).replace(tzinfo=UTC)
+    return None if text is None else datetime.fromisoformat(text)
 
 
 def _converted(converters, model_field):
