@@ -26,6 +26,7 @@ retrievers all fail does `search` raise IndexUnavailable.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -143,8 +144,8 @@ class Rows(Mapping[str, Memory]):
     """
 
     def __init__(self, fields: tuple[str, ...], values: dict[str, tuple], db: str = DEFAULT_DB_ALIAS):
-        """`values`: each memory's values by id, in `fields_in_model_order(fields)`'s order."""
-        self.fields = fields_in_model_order(fields)
+        """`fields` as `fields_in_model_order` gives them; `values`: each memory's values by id, in that order."""
+        self.fields = fields
         self._db = db
         self._position = {name: n for n, name in enumerate(self.fields)}
         self._values = values
@@ -171,30 +172,11 @@ class Rows(Mapping[str, Memory]):
             queryset = Memory.objects.active().filter(pk__in=ids)
             return cls.of(queryset if scopes is None else queryset.filter(scope__in=scopes), fields)
         fields = fields_in_model_order(fields)
-        model = {f.attname: f for f in Memory._meta.concrete_fields}
-        quote = connection.ops.quote_name
-        columns, converters = [], []
-        for name in fields:
-            column = f"m.{quote(model[name].column)}"
-            if model[name].get_internal_type() == "DateTimeField":
-                columns.append(f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')")
-                converters.append(_utc_timestamp)
-            else:
-                columns.append(column)
-                field_converters = model[name].get_db_converters(connection)
-                converters.append(_converted(field_converters, model[name]) if field_converters else None)
-        sql = (
-            f"SELECT {', '.join(columns)} FROM {quote(Memory._meta.db_table)} m "
-            f"WHERE m.{quote(model['id'].column)} = ANY(%s::uuid[]) AND m.{quote(model['status'].column)} = %s"
-        )
-        parameters: list = [ids, Memory.Status.ACTIVE]
-        if scopes is not None:
-            sql += f" AND m.{quote(model['scope'].column)} = ANY(%s::text[])"
-            parameters.append(list(scopes))
+        sql, converting = _postgres_select(fields, scoped=scopes is not None)
+        parameters: list = [ids, Memory.Status.ACTIVE] + ([list(scopes)] if scopes is not None else [])
         with connection.cursor() as cursor:
             cursor.execute(sql, parameters)
             rows = cursor.fetchall()
-        converting = [(n, convert) for n, convert in enumerate(converters) if convert is not None]
         if converting:
             changed = []
             for row in rows:
@@ -228,6 +210,32 @@ def fields_in_model_order(fields: tuple[str, ...]) -> tuple[str, ...]:
     """These fields and the id, in the model's order (Model.from_db takes the values so)."""
     wanted = {*fields, "id"}
     return tuple(f.attname for f in Memory._meta.concrete_fields if f.attname in wanted)
+
+
+@functools.lru_cache(maxsize=16)
+def _postgres_select(fields: tuple[str, ...], *, scoped: bool) -> tuple[str, tuple]:
+    """`Rows.active`'s statement on PostgreSQL for these fields (in the model's order), with a scope
+    condition when `scoped`, and the (position, converter) of each column read through one. Made
+    once per set of fields, not per search."""
+    model = {f.attname: f for f in Memory._meta.concrete_fields}
+    quote = connection.ops.quote_name
+    columns, converters = [], []
+    for name in fields:
+        column = f"m.{quote(model[name].column)}"
+        if model[name].get_internal_type() == "DateTimeField":
+            columns.append(f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')")
+            converters.append(_utc_timestamp)
+        else:
+            columns.append(column)
+            field_converters = model[name].get_db_converters(connection)
+            converters.append(_converted(field_converters, model[name]) if field_converters else None)
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {quote(Memory._meta.db_table)} m "
+        f"WHERE m.{quote(model['id'].column)} = ANY(%s::uuid[]) AND m.{quote(model['status'].column)} = %s"
+    )
+    if scoped:
+        sql += f" AND m.{quote(model['scope'].column)} = ANY(%s::text[])"
+    return sql, tuple((n, convert) for n, convert in enumerate(converters) if convert is not None)
 
 
 def _memory_ids(ids: Iterable[str]) -> list[str]:
