@@ -219,7 +219,10 @@ def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> No
             print(f"rebuilding the indexes: {exc}", file=sys.stderr)
             current = False
         if current:
-            optimize_bm25()
+            if bm25_layout_marker().exists() and bm25_layout_marker().read_text() == bm25_layout():
+                optimize_bm25()
+                return
+            refill_bm25(corpus)
             return
     search_indexes.close_indexes()  # the indexes are about to be reset: no handle may outlive that
     print(f"building a store of {n} memories and its indexes in {data_dir} …", file=sys.stderr)
@@ -263,6 +266,7 @@ def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> No
     lexical_s = time.perf_counter() - t0
     print(f"  chromadb upserts {vector_s:.0f} s, BM25 ({lexical_index!r}) {lexical_s:.0f} s", file=sys.stderr)
     optimize_bm25()
+    bm25_layout_marker().write_text(bm25_layout())
 
     started = time.perf_counter()
     path = fts_path(fingerprint)
@@ -320,6 +324,34 @@ def store_fingerprint(corpus: list[dict], seed: int, embedder_name: str) -> str:
             *(IndexedMemory.from_memory(memory_row(m, now)).content_hash for m in sample),
         ]
     )
+
+
+def bm25_layout_marker() -> Path:
+    return Path(settings.DATA_DIR) / "bm25.layout"
+
+
+def bm25_layout() -> str:
+    """The BM25 index's kind and the fingerprint mark of its entries' layout and tokenizer."""
+    index = search_indexes.get_index("bm25")
+    return f"{type(index).__name__} {index.entry_fingerprint('')}"
+
+
+def refill_bm25(corpus: list[dict]) -> None:
+    """The BM25 index alone written again, when its layout changed and the rest of the store did not."""
+    print("the BM25 index's layout changed: writing it again …", file=sys.stderr)
+    started = time.perf_counter()
+    now = timezone.now()
+    documents = [IndexedMemory.from_memory(memory_row(m, now)) for m in corpus]
+    lexical_index = search_indexes.get_index("bm25")
+    if hasattr(lexical_index, "fill"):
+        lexical_index.fill(documents, replace=True)
+    else:
+        lexical_index.reset()
+        for start in range(0, len(documents), REBUILD_CHUNK):
+            lexical_index.upsert(documents[start : start + REBUILD_CHUNK])
+    optimize_bm25()
+    bm25_layout_marker().write_text(bm25_layout())
+    print(f"  BM25 ({lexical_index!r}) {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
 def optimize_bm25() -> None:

@@ -28,8 +28,8 @@ order alternating from one query to the next):
   they do in a hybrid search (subtracting a measured embedding time from a search whose stages
   overlap would undercount);
 - where the PostgreSQL searches spend their time: its statistics queries (N and average length,
-  document frequencies, cached per process for STATS_SECONDS above 20k entries) and the search
-  SQL, and EXPLAIN (ANALYZE, BUFFERS) of the search SQL of the slowest `agent:main` query.
+  document frequencies, cached per process for STATS_SECONDS above 20k entries), the sample probe
+  of a query of only common terms (searchindex.lexical.narrowing) and the search SQL, and EXPLAIN (ANALYZE, BUFFERS) of the search SQL of the slowest `agent:main` query.
 
 Write throughput: `ingest.writing.write(semantic=False)` (semantic dedup off, so no embedding
 is measured) into a scope of its own of the same database, alternating blocks of writes with
@@ -357,6 +357,7 @@ class StatementClock:
         ("TABLESAMPLE", "statistics"),
         ("unnest(%s::text[]) AS q", "frequencies"),
         ("FROM pg_stats", "frequencies"),
+        ("count(*) FILTER", "sample probe"),
     )
 
     def __init__(self):

@@ -20,6 +20,7 @@ the rerank after fusion weighs recency anyway (`searchindex.fusion`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -28,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from heapq import heappush, heapreplace
 from pathlib import Path
 
@@ -36,10 +38,10 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exp
 from whoosh import collectors, scoring, writing
 from whoosh import index as whoosh_index
 from whoosh.analysis import Token, Tokenizer
-from whoosh.fields import ID, STORED, TEXT, Schema
+from whoosh.fields import ID, KEYWORD, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.filedb.structfile import StructFile
-from whoosh.query import AndMaybe, DefaultOr, Term
+from whoosh.query import And, AndMaybe, DefaultOr, Term
 from whoosh.util.numeric import byte_to_length
 
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
@@ -51,6 +53,9 @@ INDEX = "bm25"
 # Bumped whenever `tokenize` changes what it emits: entries indexed by an older tokenizer then
 # show up as stale in `reindex --verify`, and `reindex` re-tokenizes them.
 TOKENIZER_VERSION = 4
+# The whoosh entries' layout, part of their fingerprint, so verify reports entries of an older one
+# as stale and `reindex` rewrites them. 2: each entry lists its sample levels (`sample_level`).
+LAYOUT = 2
 MAX_QUERY_TERMS = 256
 # Common terms (after Elasticsearch's "common terms" query): a query term found in at least this
 # share of the memories, and in at least COMMON_TERM_MIN_DOCS of them, does not select candidates
@@ -62,6 +67,23 @@ MAX_QUERY_TERMS = 256
 # were: there, every posting list is short anyway.
 COMMON_TERM_SHARE = 0.01
 COMMON_TERM_MIN_DOCS = 1000
+# The candidate budget (after the "match phase" limit of engines such as Vespa): a query of only
+# common terms is selected by its rarest one, and in a big store thousands of memories hold it. At
+# 1M memories `幸运数字是多少` selects 14,000 in `agent:main`, near-copies of one template that score
+# alike, and scoring them all set the p95 of the BM25 stage (bench/scale.py). When such a query
+# selects more than CANDIDATE_BUDGET memories in its scopes, it ranks fewer (`narrowing`): the
+# memories holding every one of its terms and a fixed sample of the others; or, when those holding
+# every term are themselves more than the budget (the conjunction a common-terms query of
+# Elasticsearch runs), a sample of them. How many it selects is counted in the sample of level
+# PROBE_LEVEL (1 in 16), which costs a sixteenth of counting them all: PostgreSQL reads a row to
+# count it. Both BM25 indexes count the same sample and draw the same memories, so they still
+# return the same hits. A store whose common terms are held by at most this many memories (every
+# store under 2,000 memories) is ranked exactly, as before.
+CANDIDATE_BUDGET = 2000
+# How finely the sample is cut: level j holds the memories whose id hashes to j leading zero bits,
+# 1 in 2**j of them; 16 levels thin a scope of 130M candidates to the budget.
+SAMPLE_LEVELS = 16
+PROBE_LEVEL = 4
 # Field weights: a match in the entity key (a name, a tool, a setting) says most, tags next.
 FIELD_BOOSTS = {"text": 1.0, "tags": 1.5, "entity_key": 2.5}
 # No length normalization for the key and tags: whoosh averages a field's length over every
@@ -130,6 +152,8 @@ def _schema() -> Schema:
         text=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["text"]),
         entity_key=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["entity_key"]),
         tags=TEXT(analyzer=analyzer, phrase=False, field_boost=FIELD_BOOSTS["tags"]),
+        # The sample levels holding the memory ("1 2 3"): never searched for text, never scored.
+        sample=KEYWORD(),
     )
 
 
@@ -183,6 +207,64 @@ def selecting_terms(terms: list[str], frequencies: dict[str, int], total: int) -
     return rare, [term for term in present if term not in rare]
 
 
+def only_common(terms: list[str], frequencies: dict[str, int], total: int) -> bool:
+    """Whether every present term of the query is common: it is then selected by its rarest term alone."""
+    present = [term for term in terms if frequencies.get(term, 0) > 0]
+    return bool(present) and all(frequencies[term] >= common_term_line(total) for term in present)
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """Which of the candidates a query of only common terms ranks when it selects too many.
+
+    With `every_term`, the memories holding every present term of the query, in the sample of
+    `level` (`sample_level`: 1 memory in 2**level); without, those, all of them, and the other
+    candidates in the sample of `level`.
+    """
+
+    every_term: bool
+    level: int
+
+
+def narrowing(probed: int, probed_holding_every_term: int, k: int) -> Narrowing | None:
+    """How a query of only common terms is narrowed, given how many of its candidates in its scopes
+    are in the sample of PROBE_LEVEL (`probed`), and how many of those hold all its present terms;
+    None: it ranks them all.
+
+    Both BM25 indexes decide from these two exact counts, so they rank the same memories.
+    """
+    budget = candidate_budget(k)
+    selected, holding = probed << PROBE_LEVEL, probed_holding_every_term << PROBE_LEVEL
+    if selected <= budget:
+        return None
+    if holding > budget:
+        return Narrowing(every_term=True, level=_level_for(holding, budget))
+    return Narrowing(every_term=False, level=_level_for(selected, budget))
+
+
+def candidate_budget(k: int) -> int:
+    """How many candidates a query of only common terms ranks before it is narrowed: at least four
+    times k, so the sample of a narrowed one still holds k memories and more."""
+    return max(CANDIDATE_BUDGET, 4 * k)
+
+
+def _level_for(count: int, budget: int) -> int:
+    """The first sample level at which `count` memories thin to the budget or fewer."""
+    level = 0
+    while count > budget << level and level < SAMPLE_LEVELS:
+        level += 1
+    return level
+
+
+def sample_level(memory_id: str) -> int:
+    """The deepest sample level holding this memory: the leading zero bits of the first 16 bits of
+    the MD5 of its id (PostgreSQL computes the same from `md5(memory_id::text)`). A memory is in
+    every level up to its own; half of them are in none. The hash, not the id, so ids that share a
+    prefix (ordered by time, or written by hand) spread over the levels alike."""
+    first = int.from_bytes(hashlib.md5(memory_id.encode("utf-8")).digest()[:2], "big")
+    return SAMPLE_LEVELS - first.bit_length()
+
+
 def coverage_of(query: str, terms: list[str], weights: dict[str, float]) -> Callable[[set[str]], float]:
     """Hit.coverage for this query: the weighted share of its terms a memory holds, given the terms
     it matched. What depends on the query alone (its concepts, its compounds) is worked out once."""
@@ -207,16 +289,45 @@ def _bm25_query(terms: list[str], frequencies: dict[str, int], total: int):
     DefaultOr, a balanced tree of unions, skips blocks that cannot reach the top k; the
     preloading union whoosh picks for small indexes scores every posting (~1.7x slower here).
     """
-
-    def union(of: list[str]):
-        return DefaultOr([Term(field, term) for term in of for field in FIELD_BOOSTS])
-
     rare, rest = selecting_terms(terms, frequencies, total)
     if not rare:
-        return union(terms)  # nothing matches anyway
+        return _in_any_field(terms)  # nothing matches anyway
     if not rest:
-        return union(rare)
-    return AndMaybe(union(rare), union(rest))
+        return _in_any_field(rare)
+    return AndMaybe(_in_any_field(rare), _in_any_field(rest))
+
+
+def _in_any_field(terms: list[str]):
+    """Any of these terms in any scored field."""
+    return DefaultOr([Term(field, term) for term in terms for field in FIELD_BOOSTS])
+
+
+def _narrowed(searcher, cache: dict, terms: list[str], frequencies: dict[str, int], allowed, k: int):
+    """The documents a query may rank (None: any): `allowed`, or, for a query of only common terms
+    that selects more than the budget there, its narrowing (`narrowing`)."""
+    if not only_common(terms, frequencies, searcher.doc_count_all()):
+        return allowed
+    present = [term for term in terms if frequencies.get(term, 0) > 0]
+    rarest = min(present, key=lambda term: frequencies[term])
+
+    def sample(level: int) -> frozenset[int]:
+        if ("sample", level) not in cache:
+            cache["sample", level] = frozenset(searcher.docs_for_query(Term("sample", str(level))))
+        return cache["sample", level]
+
+    def matching(query) -> set[int]:
+        docs = set(searcher.docs_for_query(query))
+        return docs if allowed is None else docs & allowed
+
+    selected = matching(_in_any_field([rarest]))
+    holding = matching(And([_in_any_field([term]) for term in present])) if len(present) > 1 else selected
+    probed = selected & sample(PROBE_LEVEL)
+    narrowed = narrowing(len(probed), len(probed & holding), k)
+    if narrowed is None:
+        return allowed
+    if narrowed.every_term:
+        return holding & sample(narrowed.level)
+    return holding | (selected & sample(narrowed.level))
 
 
 def compared_score(score: float) -> int:
@@ -384,6 +495,8 @@ class LexicalIndex:
             fields["entity_key"] = item.entity_key
         if item.tags:
             fields["tags"] = "\n".join(item.tags)
+        if level := sample_level(item.id):
+            fields["sample"] = " ".join(str(n) for n in range(1, level + 1))
         return fields
 
     def delete(self, ids: Iterable[str]) -> None:
@@ -426,7 +539,7 @@ class LexicalIndex:
     @staticmethod
     def entry_fingerprint(content_hash: str) -> str:
         """What an up-to-date entry of a memory with this content hash stores."""
-        return f"{content_hash}.t{TOKENIZER_VERSION}"
+        return f"{content_hash}.t{TOKENIZER_VERSION}.l{LAYOUT}"
 
     # Reading
 
@@ -455,6 +568,9 @@ class LexicalIndex:
                 if not allowed:
                     return []  # (whoosh reads an empty filter as no filter at all)
             wanted = _bm25_query(terms, frequencies, searcher.doc_count_all())
+            allowed = _narrowed(searcher, scope_docs, terms, frequencies, allowed, k)
+            if allowed is not None and not allowed:
+                return []
             top = _TopWithTies(k)
             matched = collectors.TermsCollector(top)
             searcher.search_with_collector(

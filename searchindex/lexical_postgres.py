@@ -55,11 +55,16 @@ from searchindex.lexical import (
     BM25_K1,
     FIELD_BOOSTS,
     MAX_QUERY_TERMS,
+    PROBE_LEVEL,
     SCORE_STEPS,
     STORED_LENGTHS,
     TOKENIZER_VERSION,
+    Narrowing,
     common_term_line,
     coverage_of,
+    narrowing,
+    only_common,
+    sample_level,
     selecting_terms,
     term_weight,
 )
@@ -73,7 +78,8 @@ STATS_SAMPLE = 20_000  # entries sampled (on average) for the average text lengt
 WRITE_BATCH = 500
 # The entries' layout, part of their fingerprint, so verify reports entries of an older one as
 # stale. 2: `tokens` also holds the scope's lexeme (memoryui migration 0013 brought 1 up to 2).
-LAYOUT = 2
+# 3: and the sample levels' (migration 0019).
+LAYOUT = 3
 
 
 def quoted(lexeme: str) -> str:
@@ -85,6 +91,12 @@ def scope_lexeme(scope: str) -> str:
     """The lexeme naming an entry's scope in its tsvector. It starts with a space, which no token
     holds (the analyser splits on whitespace), so no query term ever matches it."""
     return f" scope:{scope}"
+
+
+def sample_lexeme(level: int) -> str:
+    """The lexeme of a sample level (`searchindex.lexical.sample_level`): an entry holds one for
+    each level up to its own. A space first, as in `scope_lexeme`: no query term matches it."""
+    return f" sample:{level}"
 
 
 def entry_of(item: IndexedMemory) -> tuple[list[str], list[float], list[float], int]:
@@ -159,10 +171,27 @@ def selecting_query(terms: list[str], scopes: list[str] | None) -> str:
     with the scope's long one by skipping through it; a B-tree on the scope column would list
     every memory of a big scope first (400k rows of `agent:main` at 1M, for each search).
     """
-    selecting = "(" + " | ".join(quoted(term) for term in terms) + ")"
-    if scopes is not None:
-        selecting += " & (" + " | ".join(quoted(scope_lexeme(scope)) for scope in dict.fromkeys(scopes)) + ")"
-    return selecting
+    return _scoped("(" + " | ".join(quoted(term) for term in terms) + ")", scopes)
+
+
+def narrowed_query(terms: list[str], rarest: str, narrowed: Narrowing, scopes: list[str] | None) -> str:
+    """The tsquery of the candidates a query of only common terms ranks when narrowed (`narrowing`):
+    the memories holding every present term, in the sample or not, and with `every_term` unset the
+    sample of those holding the rarest."""
+    sample = quoted(sample_lexeme(narrowed.level))
+    if narrowed.every_term:
+        return _scoped(_every(terms) + (f" & {sample}" if narrowed.level else ""), scopes)
+    return _scoped(f"({_every(terms)} | ({quoted(rarest)} & {sample}))", scopes)
+
+
+def _every(terms: list[str]) -> str:
+    return "(" + " & ".join(quoted(term) for term in terms) + ")"
+
+
+def _scoped(selecting: str, scopes: list[str] | None) -> str:
+    if scopes is None:
+        return selecting
+    return selecting + " & (" + " | ".join(quoted(scope_lexeme(scope)) for scope in dict.fromkeys(scopes)) + ")"
 
 
 class _Statistics:
@@ -291,9 +320,13 @@ class PostgresLexicalIndex:
         for item in latest:
             lexemes, text_frequencies, field_scores, length = entry_of(item)
             fingerprint = self.entry_fingerprint(item.content_hash)
-            # The tsvector, which selects, holds the lexemes and the scope's; the array, which
-            # scores, the lexemes alone.
-            selecting = [*lexemes, scope_lexeme(item.scope)]
+            # The tsvector, which selects, holds the lexemes, the scope's and the sample levels';
+            # the array, which scores, the lexemes alone.
+            selecting = [
+                *lexemes,
+                scope_lexeme(item.scope),
+                *(sample_lexeme(level) for level in range(1, sample_level(item.id) + 1)),
+            ]
             rows.append(
                 (
                     uuid.UUID(item.id),
@@ -359,7 +392,7 @@ class PostgresLexicalIndex:
             scored = rare + rest
             parameters = {
                 "avg": max(average, 1.0),
-                "selecting": selecting_query(rare, scopes),
+                "selecting": self._selecting(cursor, terms, frequencies, total, scopes, k),
                 "k": k,
             }
             for n, term in enumerate(scored):
@@ -377,6 +410,26 @@ class PostgresLexicalIndex:
             )
             for rank, row in enumerate(rows, 1)
         ]
+
+    @staticmethod
+    def _selecting(cursor, terms, frequencies, total, scopes, k) -> str:
+        """The selecting tsquery: the rarer terms', or, for a query of only common terms that selects
+        more than the budget in its scopes, its narrowing, decided from its candidates in the sample
+        of PROBE_LEVEL (counted, with those of them holding every present term, in one statement)."""
+        rare, _rest = selecting_terms(terms, frequencies, total)
+        if not only_common(terms, frequencies, total):
+            return selecting_query(rare, scopes)
+        present = [term for term in terms if frequencies.get(term, 0) > 0]
+        cursor.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE e.tokens @@ %s::tsquery) FROM {TABLE} e "
+            "WHERE e.tokens @@ %s::tsquery",
+            [_every(present), _scoped(f"{quoted(rare[0])} & {quoted(sample_lexeme(PROBE_LEVEL))}", scopes)],
+        )
+        probed, holding = cursor.fetchone()
+        narrowed = narrowing(probed, holding, k)
+        if narrowed is None:
+            return selecting_query(rare, scopes)
+        return narrowed_query(present, rare[0], narrowed, scopes)
 
     def entries(self) -> dict[str, str]:
         """Every indexed id with the fingerprint it was indexed at."""

@@ -151,22 +151,37 @@ def test_the_scope_is_matched_in_the_gin_index_and_follows_a_memory_that_moves(p
 
 
 @needs_postgres
-def test_entries_of_the_first_layout_are_brought_up_by_the_migration(db, settings, make_memory):
+def test_entries_of_earlier_layouts_are_brought_up_by_the_migrations(db, settings, make_memory):
     settings.MEMORYUI_LEXICAL = "postgres"
     search_indexes.close_indexes()
-    memory = make_memory("Deploys go out on Fridays.", kind="fact")
+    memories = [make_memory(f"Deploys go out on Fridays, batch {n}.", kind="fact") for n in range(40)]
     index = search_indexes.get_index("bm25")
-    migration = importlib.import_module("memoryui.migrations.0013_lexical_entry_scope_lexeme")
-    with connection.schema_editor() as editor:
-        migration.remove_scope_lexemes(None, editor)  # back to layout 1: no scope lexeme
+    written = _entries()
+    # About half the entries hold a sample level or more: the migration computes them as upsert does.
+    assert sum(" sample:1" in tokens for tokens, _fingerprint in written.values()) >= 10
+    scope_lexemes = importlib.import_module("memoryui.migrations.0013_lexical_entry_scope_lexeme")
+    sample_levels = importlib.import_module("memoryui.migrations.0019_lexical_entry_sample_levels")
+    with connection.schema_editor() as editor:  # back to layout 1: no scope lexeme, no sample level
+        sample_levels.remove_sample_levels(None, editor)
+        scope_lexemes.remove_scope_lexemes(None, editor)
+    assert not any(" sample:" in tokens for tokens, _fingerprint in _entries().values())
     assert index.search("fridays", scopes=["agent:main"]) == []
-    assert health.verify(indexes=("bm25",))[0].stale == [str(memory.pk)]
-    with connection.schema_editor() as editor:
-        migration.add_scope_lexemes(None, editor)
-        migration.add_scope_lexemes(None, editor)  # twice changes nothing the second time
-    assert [hit.id for hit in index.search("fridays", scopes=["agent:main"])] == [str(memory.pk)]
+    assert sorted(health.verify(indexes=("bm25",))[0].stale) == sorted(str(memory.pk) for memory in memories)
+    with connection.schema_editor() as editor:  # in order, each twice: the second time changes nothing
+        scope_lexemes.add_scope_lexemes(None, editor)
+        scope_lexemes.add_scope_lexemes(None, editor)
+        sample_levels.add_sample_levels(None, editor)
+        sample_levels.add_sample_levels(None, editor)
+    assert _entries() == written
+    assert len(index.search("fridays", scopes=["agent:main"], k=50)) == len(memories)
     assert health.verify(indexes=("bm25",))[0].ok
     search_indexes.close_indexes()
+
+
+def _entries() -> dict[str, tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT memory_id::text, tokens::text, fingerprint FROM {lexical_postgres.TABLE}")
+        return {memory_id: (tokens, fingerprint) for memory_id, tokens, fingerprint in cursor.fetchall()}
 
 
 @needs_postgres

@@ -1,0 +1,158 @@
+"""A query of only common terms that selects more than the candidate budget ranks a narrowed set.
+
+Both BM25 indexes count the same memories and draw the same sample, so they return the same hits;
+the hits are the exact ranking of the narrowed set; the memories holding every term are never
+sampled out when there are fewer than k of them. The store here is small, so the test lowers the
+common-term line and the budget (both module constants) to the store's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+import pytest
+
+from searchindex import indexes as search_indexes
+from searchindex import lexical
+from searchindex.documents import IndexedMemory
+from searchindex.lexical import LexicalIndex, Narrowing, narrowing, sample_level
+from searchindex.lexical_postgres import narrowed_query, selecting_query
+from searchindex.tokens import tokenize
+from tests.postgres import needs_postgres
+
+BUDGET = 40
+K = 10
+
+
+def key(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"budget/{name}"))
+
+
+def memory(name: str, text: str, *, scope: str = "agent:main") -> IndexedMemory:
+    return IndexedMemory(
+        id=key(name), scope=scope, kind="fact", tier="working", pinned=False, text=text, content_hash=name
+    )
+
+
+def store() -> list[IndexedMemory]:
+    """300 near-copies holding "release" and "checklist", 200 holding one of them, 3 short ones
+    holding both twice and "onboarding", and the same template in another scope."""
+    items = [memory(f"copy-{n}", f"Release checklist item {n:03d} was reviewed by the team.") for n in range(300)]
+    items += [memory(f"release-{n}", f"Release train {n:03d} left on time.") for n in range(100)]
+    items += [memory(f"checklist-{n}", f"Checklist {n:03d} for onboarding is done.") for n in range(100)]
+    items += [memory(f"strong-{n}", f"Release checklist {n}: the release checklist for onboarding.") for n in range(3)]
+    items += [memory(f"other-{n}", f"Release checklist item {n:03d} elsewhere.", scope="agent:other") for n in range(50)]
+    return items
+
+
+@pytest.fixture
+def small_lines(monkeypatch):
+    """Terms in 10 memories or more are common, and 40 candidates are the budget."""
+    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_DOCS", 10)
+    monkeypatch.setattr(lexical, "CANDIDATE_BUDGET", BUDGET)
+
+
+def expected(index, items: list[IndexedMemory], query: str, scopes: list[str], k: int) -> tuple[list[str], Narrowing]:
+    """The narrowed hits by definition: the exact ranking (budget lifted), kept to the narrowed set."""
+    terms = list(dict.fromkeys(tokenize(query)))
+    tokens = {item.id: set(tokenize(item.text)) for item in items}
+    # The rarest term in the whole index selects; the scopes then keep their memories.
+    rarest = min(terms, key=lambda term: sum(term in held for held in tokens.values()))
+    in_scope = [item.id for item in items if scopes is None or item.scope in scopes]
+    holding = {memory_id for memory_id in in_scope if set(terms) <= tokens[memory_id]}
+    selected = {memory_id for memory_id in in_scope if rarest in tokens[memory_id]}
+    probed = {memory_id for memory_id in selected if sample_level(memory_id) >= lexical.PROBE_LEVEL}
+    narrowed = narrowing(len(probed), len(probed & holding), k)
+    assert narrowed is not None
+    sampled = {memory_id for memory_id in in_scope if sample_level(memory_id) >= narrowed.level}
+    if narrowed.every_term:
+        allowed = holding & sampled
+    else:
+        allowed = holding | (selected & sampled)
+    lexical.CANDIDATE_BUDGET = 10**9
+    exact = [hit.id for hit in index.search(query, scopes=scopes, k=len(items))]
+    lexical.CANDIDATE_BUDGET = BUDGET
+    return [memory_id for memory_id in exact if memory_id in allowed][:k], narrowed
+
+
+def test_a_memory_is_in_every_sample_level_up_to_the_leading_zero_bits_of_its_ids_md5():
+    for name in ("a", "b", "m1", key("x"), key("y")):
+        first = int(hashlib.md5(name.encode()).hexdigest()[:4], 16)
+        assert sample_level(name) == 16 - first.bit_length()
+    levels = [sample_level(key(f"spread-{n}")) for n in range(4000)]
+    for level in (1, 2, 3):  # 1 in 2**level of the memories is in level `level`
+        assert abs(sum(found >= level for found in levels) / len(levels) - 0.5**level) < 0.03
+
+
+def test_a_query_is_narrowed_only_past_the_budget_and_to_at_most_the_budget(small_lines):
+    # The counts are of the candidates in the sample of level 4: 1 in 16 of them.
+    assert lexical.PROBE_LEVEL == 4
+    assert narrowing(2, 2, K) is None  # about 32 candidates: within the budget of 40
+    assert narrowing(3, 3, K) == Narrowing(every_term=True, level=1)  # about 48, all holding every term
+    assert narrowing(20, 20, K) == Narrowing(every_term=True, level=3)  # 320 / 8 ≤ 40 < 320 / 4
+    assert narrowing(20, 2, K) == Narrowing(every_term=False, level=3)  # those holding every term fit
+    assert narrowing(5, 5, 20) is None  # the budget is at least 4 k
+    assert narrowing(6, 6, 20) == Narrowing(every_term=True, level=1)
+    assert narrowing(10**9, 10**9, K).level == lexical.SAMPLE_LEVELS
+
+
+@pytest.mark.parametrize(
+    ("query", "every_term"),
+    [("release checklist", True), ("checklist release onboarding", False), ("onboarding", True)],
+)
+def test_whoosh_ranks_the_narrowed_set_exactly(tmp_path, small_lines, query, every_term):
+    items = store()
+    index = LexicalIndex(tmp_path / "bm25")
+    index.upsert(items)
+    want, narrowed = expected(index, items, query, ["agent:main"], K)
+    assert narrowed.every_term is every_term
+    hits = [hit.id for hit in index.search(query, scopes=["agent:main"], k=K)]
+    assert hits == want and len(hits) == K
+    index.close()
+
+
+def test_fewer_than_k_memories_holding_every_term_are_all_ranked_whatever_their_sample(tmp_path, small_lines):
+    items = store()
+    index = LexicalIndex(tmp_path / "bm25")
+    index.upsert(items)
+    query = "release checklist onboarding"  # 103 memories hold "onboarding", 3 of them every term
+    want, narrowed = expected(index, items, query, ["agent:main"], K)
+    assert not narrowed.every_term and narrowed.level >= 1
+    strong = {key(f"strong-{n}") for n in range(3)}
+    assert any(sample_level(memory_id) < narrowed.level for memory_id in strong)  # not all in the sample
+    hits = [hit.id for hit in index.search(query, scopes=["agent:main"], k=K)]
+    assert hits == want and set(hits[:3]) == strong
+    index.close()
+
+
+def test_a_narrowed_tsquery_asks_for_every_term_or_the_rarest_in_the_sample():
+    assert narrowed_query(["a", "b"], "a", Narrowing(True, 0), ["s"]) == "('a' & 'b') & (' scope:s')"
+    assert narrowed_query(["a", "b"], "a", Narrowing(True, 2), None) == "('a' & 'b') & ' sample:2'"
+    assert narrowed_query(["a", "b"], "a", Narrowing(False, 3), ["s"]) == (
+        "(('a' & 'b') | ('a' & ' sample:3')) & (' scope:s')"
+    )
+    assert selecting_query(["a"], ["s"]) == "('a') & (' scope:s')"
+
+
+@needs_postgres
+@pytest.mark.parametrize(
+    "query", ["release checklist", "checklist release onboarding", "onboarding", "release train"]
+)
+def test_postgres_narrows_as_whoosh_does(db, settings, tmp_path, small_lines, query):
+    items = store()
+    settings.MEMORYUI_LEXICAL = "postgres"
+    search_indexes.close_indexes()
+    postgres = search_indexes.get_index("bm25")
+    postgres.upsert(items)
+    whoosh = LexicalIndex(tmp_path / "bm25")
+    whoosh.upsert(items)
+    for scopes in (["agent:main"], ["agent:main", "agent:other"], None):
+        got = postgres.search(query, scopes=scopes, k=K)
+        want = whoosh.search(query, scopes=scopes, k=K)
+        assert [(hit.id, hit.score, round(hit.coverage, 6)) for hit in got] == [
+            (hit.id, hit.score, round(hit.coverage, 6)) for hit in want
+        ], (query, scopes)
+        assert len(got) == K
+    whoosh.close()
+    search_indexes.close_indexes()
