@@ -62,6 +62,15 @@ class Hit:
     coverage: float | None = None
 
 
+class Hits(list):
+    """A retriever's hits in rank order, with a note for the reader when they are not the plain
+    ranking of every candidate (a BM25 query narrowed to a sample: `searchindex.lexical.narrowing`)."""
+
+    def __init__(self, hits=(), note: str | None = None):
+        super().__init__(hits)
+        self.note = note
+
+
 class IndexUnavailable(Exception):
     """An index could not be reached or opened (e.g. the chromadb server is down)."""
 

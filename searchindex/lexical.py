@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from heapq import heappush, heapreplace
 from pathlib import Path
 
@@ -44,7 +44,7 @@ from whoosh.filedb.structfile import StructFile
 from whoosh.query import And, AndMaybe, DefaultOr, Term
 from whoosh.util.numeric import byte_to_length
 
-from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
+from searchindex.documents import Hit, Hits, IndexedMemory, IndexUnavailable
 from searchindex.tokens import concept_phrases, load_segmenter_for, normalize, tokenize
 
 logger = logging.getLogger(__name__)
@@ -224,6 +224,19 @@ class Narrowing:
 
     every_term: bool
     level: int
+    selected: int = field(default=0, compare=False)  # the candidates estimated from the probe
+
+    def note(self, rarest: str) -> str:
+        """What the search reader is told: why the BM25 hits are a sample, and of what."""
+        ranked = (
+            f"those holding every term, 1 in {2**self.level}"
+            if self.every_term
+            else f"all those holding every term and 1 in {2**self.level} of the others"
+        )
+        return (
+            f"BM25 ranked a sample: every term of the query is common, and about {self.selected:,} memories "
+            f"in the scopes hold its rarest, {rarest!r}; it ranked {ranked}"
+        )
 
 
 def narrowing(probed: int, probed_holding_every_term: int, k: int) -> Narrowing | None:
@@ -238,8 +251,8 @@ def narrowing(probed: int, probed_holding_every_term: int, k: int) -> Narrowing 
     if selected <= budget:
         return None
     if holding > budget:
-        return Narrowing(every_term=True, level=_level_for(holding, budget))
-    return Narrowing(every_term=False, level=_level_for(selected, budget))
+        return Narrowing(every_term=True, level=_level_for(holding, budget), selected=selected)
+    return Narrowing(every_term=False, level=_level_for(selected, budget), selected=selected)
 
 
 def candidate_budget(k: int) -> int:
@@ -303,10 +316,11 @@ def _in_any_field(terms: list[str]):
 
 
 def _narrowed(searcher, cache: dict, terms: list[str], frequencies: dict[str, int], allowed, k: int):
-    """The documents a query may rank (None: any): `allowed`, or, for a query of only common terms
-    that selects more than the budget there, its narrowing (`narrowing`)."""
+    """The documents a query may rank (None: any) and the note saying why, if they are narrowed:
+    `allowed`, or, for a query of only common terms that selects more than the budget there, its
+    narrowing (`narrowing`)."""
     if not only_common(terms, frequencies, searcher.doc_count_all()):
-        return allowed
+        return allowed, None
     present = [term for term in terms if frequencies.get(term, 0) > 0]
     rarest = min(present, key=lambda term: frequencies[term])
 
@@ -324,10 +338,10 @@ def _narrowed(searcher, cache: dict, terms: list[str], frequencies: dict[str, in
     probed = selected & sample(PROBE_LEVEL)
     narrowed = narrowing(len(probed), len(probed & holding), k)
     if narrowed is None:
-        return allowed
+        return allowed, None
     if narrowed.every_term:
-        return holding & sample(narrowed.level)
-    return holding | (selected & sample(narrowed.level))
+        return holding & sample(narrowed.level), narrowed.note(rarest)
+    return holding | (selected & sample(narrowed.level)), narrowed.note(rarest)
 
 
 def compared_score(score: float) -> int:
@@ -568,9 +582,9 @@ class LexicalIndex:
                 if not allowed:
                     return []  # (whoosh reads an empty filter as no filter at all)
             wanted = _bm25_query(terms, frequencies, searcher.doc_count_all())
-            allowed = _narrowed(searcher, scope_docs, terms, frequencies, allowed, k)
+            allowed, note = _narrowed(searcher, scope_docs, terms, frequencies, allowed, k)
             if allowed is not None and not allowed:
-                return []
+                return Hits(note=note)
             top = _TopWithTies(k)
             matched = collectors.TermsCollector(top)
             searcher.search_with_collector(
@@ -578,15 +592,18 @@ class LexicalIndex:
             )
             ranked = top.ranked()
             coverage = coverage_of(query, terms, weights)
-            return [
-                Hit(
-                    id=memory_id,
-                    rank=rank,
-                    score=compared / SCORE_STEPS,
-                    coverage=coverage({text.decode("utf-8") for _f, text in matched.docterms.get(docnum, ())}),
-                )
-                for rank, (compared, memory_id, docnum) in enumerate(ranked, 1)
-            ]
+            return Hits(
+                (
+                    Hit(
+                        id=memory_id,
+                        rank=rank,
+                        score=compared / SCORE_STEPS,
+                        coverage=coverage({text.decode("utf-8") for _f, text in matched.docterms.get(docnum, ())}),
+                    )
+                    for rank, (compared, memory_id, docnum) in enumerate(ranked, 1)
+                ),
+                note=note,
+            )
 
     def _searcher(self):
         """This thread's searcher, refreshed when the index changed, and its scope cache."""

@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from django.db import DatabaseError, connection, transaction
 
 from memoryui.models import LexicalEntry
-from searchindex.documents import Hit, IndexedMemory, IndexUnavailable
+from searchindex.documents import Hit, Hits, IndexedMemory, IndexUnavailable
 from searchindex.lexical import (
     BM25_B,
     BM25_K1,
@@ -390,9 +390,10 @@ class PostgresLexicalIndex:
             if not rare:
                 return []
             scored = rare + rest
+            selecting, note = self._selecting(cursor, terms, frequencies, total, scopes, k)
             parameters = {
                 "avg": max(average, 1.0),
-                "selecting": self._selecting(cursor, terms, frequencies, total, scopes, k),
+                "selecting": selecting,
                 "k": k,
             }
             for n, term in enumerate(scored):
@@ -401,24 +402,28 @@ class PostgresLexicalIndex:
             cursor.execute(_search_sql(len(scored)), parameters)
             rows = cursor.fetchall()
         coverage = coverage_of(query, terms, {term: term_weight(total, frequencies.get(term, 0)) for term in terms})
-        return [
-            Hit(
-                id=str(row[0]),
-                rank=rank,
-                score=row[1] / SCORE_STEPS,
-                coverage=coverage({term for term, position in zip(scored, row[2:], strict=True) if position}),
-            )
-            for rank, row in enumerate(rows, 1)
-        ]
+        return Hits(
+            (
+                Hit(
+                    id=str(row[0]),
+                    rank=rank,
+                    score=row[1] / SCORE_STEPS,
+                    coverage=coverage({term for term, position in zip(scored, row[2:], strict=True) if position}),
+                )
+                for rank, row in enumerate(rows, 1)
+            ),
+            note=note,
+        )
 
     @staticmethod
-    def _selecting(cursor, terms, frequencies, total, scopes, k) -> str:
+    def _selecting(cursor, terms, frequencies, total, scopes, k) -> tuple[str, str | None]:
         """The selecting tsquery: the rarer terms', or, for a query of only common terms that selects
         more than the budget in its scopes, its narrowing, decided from its candidates in the sample
-        of PROBE_LEVEL (counted, with those of them holding every present term, in one statement)."""
+        of PROBE_LEVEL (counted, with those of them holding every present term, in one statement);
+        and the narrowing's note."""
         rare, _rest = selecting_terms(terms, frequencies, total)
         if not only_common(terms, frequencies, total):
-            return selecting_query(rare, scopes)
+            return selecting_query(rare, scopes), None
         present = [term for term in terms if frequencies.get(term, 0) > 0]
         cursor.execute(
             f"SELECT count(*), count(*) FILTER (WHERE e.tokens @@ %s::tsquery) FROM {TABLE} e "
@@ -428,8 +433,8 @@ class PostgresLexicalIndex:
         probed, holding = cursor.fetchone()
         narrowed = narrowing(probed, holding, k)
         if narrowed is None:
-            return selecting_query(rare, scopes)
-        return narrowed_query(present, rare[0], narrowed, scopes)
+            return selecting_query(rare, scopes), None
+        return narrowed_query(present, rare[0], narrowed, scopes), narrowed.note(rare[0])
 
     def entries(self) -> dict[str, str]:
         """Every indexed id with the fingerprint it was indexed at."""

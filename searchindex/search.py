@@ -499,6 +499,8 @@ def retrieve(
         try:
             with _timed(into.timings_ms, "bm25_search"):
                 retrieval.bm25_hits = get_index("bm25").search(text, scopes=scopes, k=settings.bm25_k)
+            if note := getattr(retrieval.bm25_hits, "note", None):
+                into.notices.append(note)
         except IndexUnavailable as exc:
             failures["bm25"] = exc
     if asked is not None:

@@ -16,8 +16,10 @@ import pytest
 from searchindex import indexes as search_indexes
 from searchindex import lexical
 from searchindex.documents import IndexedMemory
+from searchindex.fusion import RetrievalSettings
 from searchindex.lexical import LexicalIndex, Narrowing, narrowing, sample_level
 from searchindex.lexical_postgres import narrowed_query, selecting_query
+from searchindex.search import search
 from searchindex.tokens import tokenize
 from tests.postgres import needs_postgres
 
@@ -107,8 +109,13 @@ def test_whoosh_ranks_the_narrowed_set_exactly(tmp_path, small_lines, query, eve
     index.upsert(items)
     want, narrowed = expected(index, items, query, ["agent:main"], K)
     assert narrowed.every_term is every_term
-    hits = [hit.id for hit in index.search(query, scopes=["agent:main"], k=K)]
+    found = index.search(query, scopes=["agent:main"], k=K)
+    hits = [hit.id for hit in found]
     assert hits == want and len(hits) == K
+    assert found.note.startswith("BM25 ranked a sample: every term of the query is common")
+    assert f"1 in {2**narrowed.level}" in found.note and f"{narrowed.selected:,} memories" in found.note
+    lexical.CANDIDATE_BUDGET = 10**9
+    assert index.search(query, scopes=["agent:main"], k=K).note is None  # the plain ranking says nothing
     index.close()
 
 
@@ -153,6 +160,16 @@ def test_postgres_narrows_as_whoosh_does(db, settings, tmp_path, small_lines, qu
         assert [(hit.id, hit.score, round(hit.coverage, 6)) for hit in got] == [
             (hit.id, hit.score, round(hit.coverage, 6)) for hit in want
         ], (query, scopes)
-        assert len(got) == K
+        assert len(got) == K and got.note == want.note and got.note
     whoosh.close()
     search_indexes.close_indexes()
+
+
+def test_a_search_says_when_its_bm25_hits_are_a_sample(db, indexes, small_lines):
+    search_indexes.get_index("bm25").upsert(store())
+    settings = RetrievalSettings(bm25_k=K)
+    narrowed = search("release checklist", scopes=["agent:main"], retriever="bm25", settings=settings)
+    [note] = [notice for notice in narrowed.notices if notice.startswith("BM25 ranked a sample")]
+    assert "'checklist'" in note or "'releas'" in note  # the rarest term, as the index holds it
+    plain = search("release train 007", scopes=["agent:main"], retriever="bm25", settings=settings)
+    assert not any(notice.startswith("BM25") for notice in plain.notices)
