@@ -1,6 +1,7 @@
 """PostgreSQL lexical entries of layout 2 gain their sample levels' lexemes in `tokens` (layout 3).
 
-An entry holds ' sample:1' to ' sample:L', where L is the number of leading zero bits in the first
+An entry holds ' sample:1' to ' sample:L', and the same within its scope (' sample:1 scope:S' to
+' sample:L scope:S'), where L is the number of leading zero bits in the first
 16 bits of the MD5 of its memory id's text, as `searchindex.lexical.sample_level` computed it and
 `searchindex.lexical_postgres.sample_lexeme` named it when this migration was made. The fingerprint
 gains the layout mark `PostgresLexicalIndex.entry_fingerprint` adds, so verify finds these entries up
@@ -20,7 +21,8 @@ def add_sample_levels(apps, schema_editor):
         return
     schema_editor.execute(
         f"UPDATE {TABLE} SET tokens = tokens || array_to_tsvector(ARRAY("
-        f"SELECT ' sample:' || level FROM generate_series(1, {LEVEL}) AS level)), "
+        f"SELECT lexeme FROM generate_series(1, {LEVEL}) AS level, "
+        "LATERAL (VALUES (' sample:' || level), (' sample:' || level || ' scope:' || scope)) AS sample(lexeme))), "
         "fingerprint = left(fingerprint, -3) || '.l3' WHERE fingerprint LIKE '%%.l2'"
     )
 
@@ -28,9 +30,10 @@ def add_sample_levels(apps, schema_editor):
 def remove_sample_levels(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    lexemes = ", ".join(f"' sample:{level}'" for level in range(1, LEVELS + 1))
     schema_editor.execute(
-        f"UPDATE {TABLE} SET tokens = ts_delete(tokens, ARRAY[{lexemes}]), "
+        f"UPDATE {TABLE} SET tokens = ts_delete(tokens, ARRAY("
+        f"SELECT lexeme FROM generate_series(1, {LEVELS}) AS level, "
+        "LATERAL (VALUES (' sample:' || level), (' sample:' || level || ' scope:' || scope)) AS sample(lexeme))), "
         "fingerprint = left(fingerprint, -3) || '.l2' WHERE fingerprint LIKE '%%.l3'"
     )
 

@@ -18,7 +18,7 @@ from searchindex import lexical
 from searchindex.documents import IndexedMemory
 from searchindex.fusion import RetrievalSettings
 from searchindex.lexical import LexicalIndex, Narrowing, narrowing, sample_level
-from searchindex.lexical_postgres import narrowed_query, selecting_query
+from searchindex.lexical_postgres import narrowed_query, probe_query, selecting_query
 from searchindex.search import search
 from searchindex.tokens import tokenize
 from tests.postgres import needs_postgres
@@ -133,12 +133,17 @@ def test_fewer_than_k_memories_holding_every_term_are_all_ranked_whatever_their_
     index.close()
 
 
-def test_a_narrowed_tsquery_asks_for_every_term_or_the_rarest_in_the_sample():
+def test_a_narrowed_tsquery_asks_for_every_term_or_the_rarest_in_the_scopes_own_sample():
     assert narrowed_query(["a", "b"], "a", Narrowing(True, 0), ["s"]) == "('a' & 'b') & (' scope:s')"
     assert narrowed_query(["a", "b"], "a", Narrowing(True, 2), None) == "('a' & 'b') & ' sample:2'"
-    assert narrowed_query(["a", "b"], "a", Narrowing(False, 3), ["s"]) == (
-        "(('a' & 'b') | ('a' & ' sample:3')) & (' scope:s')"
+    assert narrowed_query(["a", "b"], "a", Narrowing(True, 2), ["s", "t"]) == (
+        "('a' & 'b') & (' sample:2 scope:s' | ' sample:2 scope:t')"
     )
+    assert narrowed_query(["a", "b"], "a", Narrowing(False, 3), ["s"]) == (
+        "(('a' & 'b') & (' scope:s') | ('a' & (' sample:3 scope:s')))"
+    )
+    assert probe_query("a", ["s", "s"]) == "'a' & (' sample:4 scope:s')"
+    assert probe_query("a", None) == "'a' & ' sample:4'"
     assert selecting_query(["a"], ["s"]) == "('a') & (' scope:s')"
 
 
