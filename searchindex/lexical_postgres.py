@@ -29,12 +29,12 @@ both indexes return the same k of many tied memories. The same coverage signal (
 to the answerability decision.
 
 Statistics (N, the average text length, each term's document frequency) are read with every
-search while the index holds fewer than STATS_EXACT_BELOW entries. Above that they are kept for
-STATS_SECONDS per process, N is PostgreSQL's live-row count of the table, the average length a
-sample's, and the frequency of a term PostgreSQL's own statistics list among
-the column's most common elements (ANALYZE's sample) is taken from there instead of counted:
-counting a term held by thousands of memories costs more than the search. That moves scores by
-a hair while a bulk write runs, never which memories match.
+search while the index holds fewer than STATS_EXACT_BELOW entries. Above that they are kept per
+process (N and the average length for STATS_SECONDS, a term's frequency for FREQUENCY_SECONDS), N
+is PostgreSQL's live-row count of the table, the average length a sample's, and the frequency of a
+term PostgreSQL's own statistics list among the column's most common elements (ANALYZE's sample)
+is taken from there instead of counted: counting a term held by thousands of memories costs more
+than the search. That moves scores by a hair while a bulk write runs, never which memories match.
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ INDEX = "bm25"
 TABLE = LexicalEntry._meta.db_table
 STATS_EXACT_BELOW = 20_000
 STATS_SECONDS = 30.0
+# A term counted (up to the common-term line) reads a row per memory holding it: at 1M memories
+# about 100 ms for a query's terms, which the search that found the count expired paid, every 30 s
+# for each term in use (bench/scale.py: the mean "frequencies" part of a search was 8 ms). A term's
+# share of a store that big moves slowly; N, re-read every STATS_SECONDS, carries the growth.
+FREQUENCY_SECONDS = 600.0
 STATS_SAMPLE = 20_000  # entries sampled (on average) for the average text length above the exact line
 WRITE_BATCH = 500
 # The entries' layout, part of their fingerprint, so verify reports entries of an older one as
@@ -98,7 +103,7 @@ def sample_lexeme(level: int, scope: str | None = None) -> str:
     scope: an entry holds both for each level up to its own. A space first, as in `scope_lexeme`:
     no query term matches it. A scoped search asks for the scope's own sample: at 1M memories,
     intersecting a term with the sample of `agent:main` (25,000 entries at level 4) and not with
-    the sample and the scope (400,000) halved the GIN index's part of the search."""
+    the sample and the scope (400,000) cut the GIN index's part from about 9 ms to 2.5."""
     return f" sample:{level}" if scope is None else f" sample:{level} scope:{scope}"
 
 
@@ -218,7 +223,8 @@ def _scoped(selecting: str, scopes: list[str] | None) -> str:
 class _Statistics:
     """N, the average text length and document frequencies, cached per process above STATS_EXACT_BELOW."""
 
-    def __init__(self):
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
         self._lock = threading.Lock()
         self._collection: tuple[float, int, float] | None = None  # read at, N, average text length
         self._frequencies: dict[str, tuple[float, int]] = {}  # term → (read at, df)
@@ -233,7 +239,7 @@ class _Statistics:
         PostgreSQL's live-row count of the table (its statistics, kept at every commit) and the
         average is a sample's. Counting 1M entries takes most of a second, which one search in
         every STATS_SECONDS would pay; a 1% error in N moves an idf by 0.01."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             cached = self._collection
         if cached and cached[1] >= STATS_EXACT_BELOW and now - cached[0] < STATS_SECONDS:
@@ -269,12 +275,12 @@ class _Statistics:
         counted up to the common-term line (past it a term is common whatever its exact count)."""
         if total < STATS_EXACT_BELOW:
             return self._count(cursor, terms, cap=None)
-        now = time.monotonic()
+        now = self._clock()
         known: dict[str, int] = {}
         with self._lock:
             for term in terms:
                 cached = self._frequencies.get(term)
-                if cached and now - cached[0] < STATS_SECONDS:
+                if cached and now - cached[0] < FREQUENCY_SECONDS:
                     known[term] = cached[1]
         wanted = [term for term in terms if term not in known]
         if not wanted:

@@ -44,7 +44,9 @@ def store() -> list[IndexedMemory]:
     items += [memory(f"release-{n}", f"Release train {n:03d} left on time.") for n in range(100)]
     items += [memory(f"checklist-{n}", f"Checklist {n:03d} for onboarding is done.") for n in range(100)]
     items += [memory(f"strong-{n}", f"Release checklist {n}: the release checklist for onboarding.") for n in range(3)]
-    items += [memory(f"other-{n}", f"Release checklist item {n:03d} elsewhere.", scope="agent:other") for n in range(50)]
+    items += [
+        memory(f"other-{n}", f"Release checklist item {n:03d} elsewhere.", scope="agent:other") for n in range(50)
+    ]
     return items
 
 
@@ -68,10 +70,7 @@ def expected(index, items: list[IndexedMemory], query: str, scopes: list[str], k
     narrowed = narrowing(len(probed), len(probed & holding), k)
     assert narrowed is not None
     sampled = {memory_id for memory_id in in_scope if sample_level(memory_id) >= narrowed.level}
-    if narrowed.every_term:
-        allowed = holding & sampled
-    else:
-        allowed = holding | (selected & sampled)
+    allowed = holding & sampled if narrowed.every_term else holding | (selected & sampled)
     lexical.CANDIDATE_BUDGET = 10**9
     exact = [hit.id for hit in index.search(query, scopes=scopes, k=len(items))]
     lexical.CANDIDATE_BUDGET = BUDGET
@@ -148,9 +147,7 @@ def test_a_narrowed_tsquery_asks_for_every_term_or_the_rarest_in_the_scopes_own_
 
 
 @needs_postgres
-@pytest.mark.parametrize(
-    "query", ["release checklist", "checklist release onboarding", "onboarding", "release train"]
-)
+@pytest.mark.parametrize("query", ["release checklist", "checklist release onboarding", "onboarding", "release train"])
 def test_postgres_narrows_as_whoosh_does(db, settings, tmp_path, small_lines, query):
     items = store()
     settings.MEMORYUI_LEXICAL = "postgres"

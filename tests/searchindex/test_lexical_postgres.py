@@ -261,6 +261,26 @@ def test_above_the_exact_line_statistics_are_cached_and_common_terms_read_from_p
 
 
 @needs_postgres
+def test_above_the_exact_line_a_terms_count_is_kept_longer_than_n(postgres_index, monkeypatch):
+    monkeypatch.setattr(lexical_postgres, "STATS_EXACT_BELOW", 1)
+    statistics, clock = postgres_index._statistics, [0.0]
+    statistics._clock = lambda: clock[0]
+    statistics.clear()
+
+    def user_count() -> int:
+        with connection.cursor() as cursor:
+            return statistics.frequencies(cursor, ["user"], total=len(STORE))["user"]
+
+    counted = user_count()
+    assert counted == sum("user" in lexical_postgres.tokenize(item.text) for item in STORE)
+    postgres_index.upsert([memory_in("agent:main", f"more-{n}", f"The user asked again ({n}).") for n in range(3)])
+    clock[0] += lexical_postgres.STATS_SECONDS + 1
+    assert user_count() == counted  # N would be read again by now; the term's count is kept
+    clock[0] += lexical_postgres.FREQUENCY_SECONDS
+    assert user_count() == counted + 3
+
+
+@needs_postgres
 @pytest.mark.django_db(transaction=True)
 def test_above_the_exact_line_n_is_the_live_row_count_and_the_average_length_a_sample(settings, monkeypatch):
     settings.MEMORYUI_LEXICAL = "postgres"
