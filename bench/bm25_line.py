@@ -10,8 +10,9 @@ bench/scale.py's query mix, in `agent:main` and `agent:test-w`, the lines interl
 query (their order turned from one query to the next):
 
 - the PostgreSQL (and with --whoosh, whoosh) BM25 top 50, p50 / p95 ms;
-- how much of the exhaustive top 50 (and top 10) each line keeps: the exhaustive search is the
-  same scoring with no line at all, every present term selecting;
+- how much of the exhaustive top 50 (and top 10) each line keeps, by id and by score (the summed
+  scores of its top 10 over the exhaustive top 10's), and the share of queries it changed: the
+  exhaustive search is the same scoring with no line at all, every present term selecting;
 - with --whoosh, PostgreSQL ~ whoosh top-50 overlap (|A ∩ B| / |A ∪ B|) under the line, as
   bench/scale.py reports it.
 
@@ -56,6 +57,84 @@ def kept(found: list, exhaustive: list, k: int) -> float:
     return len({hit.id for hit in found[:k]} & want) / len(want) if want else 1.0
 
 
+def score_kept(found: list, exact: list, k: int) -> float:
+    """The summed scores of the found top k over the exact top k's: near-ties of one template keep
+    the score where they keep none of the ids."""
+    want = sum(hit.score for hit in exact[:k])
+    return sum(hit.score for hit in found[:k]) / want if want else 1.0
+
+
+def sweep(args, name: str, values: list[int], apply, exact: int, shown) -> None:
+    """Search bench/scale.py's query mix at each value of a knob (set by `apply`), the values
+    interleaved query by query, and print a table of times, agreement with the `exact` value's
+    hits, and (with --whoosh) PostgreSQL ~ whoosh overlap."""
+    from latency_corpus import MAIN_SCOPE, SMALL_SCOPE, build_corpus, build_queries
+
+    from searchindex.lexical import LexicalIndex
+    from searchindex.lexical_postgres import PostgresLexicalIndex
+
+    corpus = build_corpus(args.size, args.seed)
+    queries = build_queries(corpus, args.queries, args.seed)
+    del corpus
+    engines = {"postgres": PostgresLexicalIndex()} | ({"whoosh": LexicalIndex()} if args.whoosh else {})
+    if any(engine.count() != args.size for engine in engines.values()):
+        raise SystemExit(f"no complete store of {args.size}: run bench/scale.py --sizes {args.size} --prepare first")
+    times: dict[tuple, list[float]] = defaultdict(list)
+    keeps: dict[tuple, list[float]] = defaultdict(list)
+    agree: dict[tuple, list[float]] = defaultdict(list)
+    for engine in engines.values():  # warm: statistics, caches, the segmenter
+        engine.search(queries[0], scopes=[MAIN_SCOPE], k=K)
+    for number, query in enumerate(queries):
+        for label, scope in (("main", MAIN_SCOPE), ("small", SMALL_SCOPE)):
+            found: dict[tuple, list] = {}
+            for value in values if number % 2 == 0 else values[::-1]:
+                apply(value)
+                for engine_name, engine in engines.items() if number % 2 == 0 else reversed(engines.items()):
+                    start = time.perf_counter()
+                    found[engine_name, value] = engine.search(query, scopes=[scope], k=K)
+                    times[engine_name, value, label].append((time.perf_counter() - start) * 1000)
+            for value in values:
+                for engine_name in engines:
+                    hits, exact_hits = found[engine_name, value], found[engine_name, exact]
+                    for k in (10, K):
+                        keeps[engine_name, value, label, k].append(kept(hits, exact_hits, k))
+                    keeps[engine_name, value, label, "score"].append(score_kept(hits, exact_hits, 10))
+                    changed = [hit.id for hit in hits] != [hit.id for hit in exact_hits]
+                    keeps[engine_name, value, label, "changed"].append(float(changed))
+                if args.whoosh:
+                    pg, wh = ({hit.id for hit in found[engine_name, value]} for engine_name in ("postgres", "whoosh"))
+                    agree[value, label].append(len(pg & wh) / len(pg | wh) if pg | wh else 1.0)
+        if (number + 1) % 20 == 0:
+            print(f"  {number + 1}/{len(queries)}", file=sys.stderr)
+
+    print(f"\n## BM25 {name}, {args.size} memories, {len(queries)} queries (ms)\n")
+    head = ["scope", name] + [f"{engine_name} {q}" for engine_name in engines for q in ("p50", "p95")]
+    head += [
+        f"{engine_name}: queries changed, keeps of the exact top 10 / 50, score of the top 10"
+        for engine_name in engines
+    ]
+    head += ["PostgreSQL ~ whoosh top 50"] if args.whoosh else []
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for label in ("main", "small"):
+        for value in values:
+            cells = [label, shown(value)]
+            for engine_name in engines:
+                samples = times[engine_name, value, label]
+                cells += [f"{statistics.median(samples):.1f}", f"{p95(samples):.1f}"]
+            for engine_name in engines:
+                measured = {key: statistics.mean(keeps[engine_name, value, label, key]) for key in ("changed", 10, K)}
+                cells.append(
+                    f"{measured['changed']:.2f}, {measured[10]:.3f} / {measured[K]:.3f}, "
+                    f"{statistics.mean(keeps[engine_name, value, label, 'score']):.4f}"
+                )
+            if args.whoosh:
+                cells.append(f"{statistics.mean(agree[value, label]):.3f}")
+            print("| " + " | ".join(cells) + " |")
+    for engine in engines.values():
+        engine.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=1_000_000)
@@ -66,66 +145,20 @@ def main() -> None:
     args = parser.parse_args()
     setup(args.size)
 
-    from latency_corpus import MAIN_SCOPE, SMALL_SCOPE, build_corpus, build_queries
-
     from searchindex import lexical
-    from searchindex.lexical import LexicalIndex
-    from searchindex.lexical_postgres import PostgresLexicalIndex
 
-    corpus = build_corpus(args.size, args.seed)
-    queries = build_queries(corpus, args.queries, args.seed)
-    del corpus
-    engines = {"postgres": PostgresLexicalIndex()} | ({"whoosh": LexicalIndex()} if args.whoosh else {})
-    if any(engine.count() != args.size for engine in engines.values()):
-        raise SystemExit(f"no complete store of {args.size}: run bench/scale.py --sizes {args.size} --prepare first")
+    def apply(line: int) -> None:
+        lexical.COMMON_TERM_SHARE, lexical.COMMON_TERM_MIN_DOCS = 0.0, line
+
     lines = [int(line) for line in args.lines.split(",")] + [EXHAUSTIVE]
-    times: dict[tuple, list[float]] = defaultdict(list)
-    keeps: dict[tuple, list[float]] = defaultdict(list)
-    agree: dict[tuple, list[float]] = defaultdict(list)
-    for engine in engines.values():  # warm: statistics, caches, the segmenter
-        engine.search(queries[0], scopes=[MAIN_SCOPE], k=K)
-    for number, query in enumerate(queries):
-        for label, scope in (("main", MAIN_SCOPE), ("small", SMALL_SCOPE)):
-            found: dict[tuple, list] = {}
-            order = lines if number % 2 == 0 else lines[::-1]
-            for line in order:
-                lexical.COMMON_TERM_SHARE, lexical.COMMON_TERM_MIN_DOCS = 0.0, line
-                for name, engine in engines.items() if number % 2 == 0 else reversed(engines.items()):
-                    start = time.perf_counter()
-                    found[name, line] = engine.search(query, scopes=[scope], k=K)
-                    times[name, line, label].append((time.perf_counter() - start) * 1000)
-            for line in lines:
-                for name in engines:
-                    for k in (10, K):
-                        keeps[name, line, label, k].append(kept(found[name, line], found[name, EXHAUSTIVE], k))
-                if args.whoosh:
-                    pg, wh = ({hit.id for hit in found[name, line]} for name in ("postgres", "whoosh"))
-                    agree[line, label].append(len(pg & wh) / len(pg | wh) if pg | wh else 1.0)
-        if (number + 1) % 20 == 0:
-            print(f"  {number + 1}/{len(queries)}", file=sys.stderr)
-
-    print(f"\n## BM25 common-terms line, {args.size} memories, {len(queries)} queries (ms)\n")
-    head = ["scope", "line (memories)"] + [f"{name} {q}" for name in engines for q in ("p50", "p95")]
-    head += [f"{name} keeps of the exhaustive top 10 / 50" for name in engines]
-    head += ["PostgreSQL ~ whoosh top 50"] if args.whoosh else []
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for label in ("main", "small"):
-        for line in lines:
-            cells = [label, "exhaustive" if line == EXHAUSTIVE else f"{line:,}"]
-            for name in engines:
-                samples = times[name, line, label]
-                cells += [f"{statistics.median(samples):.1f}", f"{p95(samples):.1f}"]
-            for name in engines:
-                cells.append(
-                    f"{statistics.mean(keeps[name, line, label, 10]):.3f} / "
-                    f"{statistics.mean(keeps[name, line, label, K]):.3f}"
-                )
-            if args.whoosh:
-                cells.append(f"{statistics.mean(agree[line, label]):.3f}")
-            print("| " + " | ".join(cells) + " |")
-    for engine in engines.values():
-        engine.close()
+    sweep(
+        args,
+        "common-terms line (memories)",
+        lines,
+        apply,
+        EXHAUSTIVE,
+        lambda line: "exhaustive" if line == EXHAUSTIVE else f"{line:,}",
+    )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,8 @@ COMMON_TERM_MIN_DOCS = 1000
 # Elasticsearch runs), a sample of them. How many it selects is counted in the sample of level
 # PROBE_LEVEL (1 in 16), which costs a sixteenth of counting them all: PostgreSQL reads a row to
 # count it. Both BM25 indexes count the same sample and draw the same memories, so they still
-# return the same hits. A store whose common terms are held by at most this many memories (every
-# store under 2,000 memories) is ranked exactly, as before.
+# return the same hits. A store whose common terms are held by about this many memories or fewer
+# is ranked exactly, as before (one under 1,000 memories has no common term at all).
 CANDIDATE_BUDGET = 2000
 # How finely the sample is cut: level j holds the memories whose id hashes to j leading zero bits,
 # 1 in 2**j of them; 16 levels thin a scope of 130M candidates to the budget.
