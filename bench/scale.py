@@ -29,7 +29,8 @@ order alternating from one query to the next):
   overlap would undercount);
 - where the PostgreSQL searches spend their time: its statistics queries (N and average length,
   document frequencies, cached per process for STATS_SECONDS above 20k entries), the sample probe
-  of a query of only common terms (searchindex.lexical.narrowing) and the search SQL, and EXPLAIN (ANALYZE, BUFFERS) of the search SQL of the slowest `agent:main` query.
+  of a query of only common terms (searchindex.lexical.narrowing) and the search SQL, and
+  EXPLAIN (ANALYZE, BUFFERS) of the search SQL of the slowest `agent:main` query.
 
 Write throughput: `ingest.writing.write(semantic=False)` (semantic dedup off, so no embedding
 is measured) into a scope of its own of the same database, alternating blocks of writes with
