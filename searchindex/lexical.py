@@ -207,10 +207,13 @@ def selecting_terms(terms: list[str], frequencies: dict[str, int], total: int) -
     return rare, [term for term in present if term not in rare]
 
 
-def only_common(terms: list[str], frequencies: dict[str, int], total: int) -> bool:
-    """Whether every present term of the query is common: it is then selected by its rarest term alone."""
+def only_common(terms: list[str], frequencies: dict[str, int], total: int) -> tuple[list[str], str] | None:
+    """The query's present terms and its rarest, the one `selecting_terms` selects by, when every
+    present term is common; None when one is rare (or none is present)."""
     present = [term for term in terms if frequencies.get(term, 0) > 0]
-    return bool(present) and all(frequencies[term] >= common_term_line(total) for term in present)
+    if not present or any(frequencies[term] < common_term_line(total) for term in present):
+        return None
+    return present, min(present, key=lambda term: frequencies[term])
 
 
 @dataclass(frozen=True)
@@ -319,10 +322,10 @@ def _narrowed(searcher, cache: dict, terms: list[str], frequencies: dict[str, in
     """The documents a query may rank (None: any) and the note saying why, if they are narrowed:
     `allowed`, or, for a query of only common terms that selects more than the budget there, its
     narrowing (`narrowing`)."""
-    if not only_common(terms, frequencies, searcher.doc_count_all()):
+    common = only_common(terms, frequencies, searcher.doc_count_all())
+    if common is None:
         return allowed, None
-    present = [term for term in terms if frequencies.get(term, 0) > 0]
-    rarest = min(present, key=lambda term: frequencies[term])
+    present, rarest = common
 
     def sample(level: int) -> frozenset[int]:
         if ("sample", level) not in cache:

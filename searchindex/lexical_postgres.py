@@ -417,7 +417,7 @@ class PostgresLexicalIndex:
             if not rare:
                 return []
             scored = rare + rest
-            selecting, note = self._selecting(cursor, terms, frequencies, total, scopes, k)
+            selecting, note = self._selecting(cursor, rare, only_common(terms, frequencies, total), scopes, k)
             parameters = {
                 "avg": max(average, 1.0),
                 "selecting": selecting,
@@ -443,25 +443,24 @@ class PostgresLexicalIndex:
         )
 
     @staticmethod
-    def _selecting(cursor, terms, frequencies, total, scopes, k) -> tuple[str, str | None]:
-        """The selecting tsquery: the rarer terms', or, for a query of only common terms that selects
-        more than the budget in its scopes, its narrowing, decided from its candidates in the sample
-        of PROBE_LEVEL (counted, with those of them holding every present term, in one statement);
-        and the narrowing's note."""
-        rare, _rest = selecting_terms(terms, frequencies, total)
-        if not only_common(terms, frequencies, total):
+    def _selecting(cursor, rare, common, scopes, k) -> tuple[str, str | None]:
+        """The selecting tsquery: the rarer terms', or, for a query of only common terms (`common`:
+        its present terms and its rarest) that selects more than the budget in its scopes, its
+        narrowing, decided from its candidates in the sample of PROBE_LEVEL (counted, with those of
+        them holding every present term, in one statement); and the narrowing's note."""
+        if common is None:
             return selecting_query(rare, scopes), None
-        present = [term for term in terms if frequencies.get(term, 0) > 0]
+        present, rarest = common
         cursor.execute(
             f"SELECT count(*), count(*) FILTER (WHERE e.tokens @@ %s::tsquery) FROM {TABLE} e "
             "WHERE e.tokens @@ %s::tsquery",
-            [_every(present), probe_query(rare[0], scopes)],
+            [_every(present), probe_query(rarest, scopes)],
         )
         probed, holding = cursor.fetchone()
         narrowed = narrowing(probed, holding, k)
         if narrowed is None:
             return selecting_query(rare, scopes), None
-        return narrowed_query(present, rare[0], narrowed, scopes), narrowed.note(rare[0])
+        return narrowed_query(present, rarest, narrowed, scopes), narrowed.note(rarest)
 
     def entries(self) -> dict[str, str]:
         """Every indexed id with the fingerprint it was indexed at."""
