@@ -16,13 +16,19 @@ LEVELS = 16
 LEVEL = f"{LEVELS} - length(ltrim((('x' || substr(md5(memory_id::text), 1, 4))::bit({LEVELS}))::text, '0'))"
 
 
+def sample_lexemes(up_to: str) -> str:
+    """The entry's sample lexemes of levels 1 to `up_to` (an SQL expression), plain and within its scope."""
+    return (
+        f"ARRAY(SELECT lexeme FROM generate_series(1, {up_to}) AS level, "
+        "LATERAL (VALUES (' sample:' || level), (' sample:' || level || ' scope:' || scope)) AS sample(lexeme))"
+    )
+
+
 def add_sample_levels(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
     schema_editor.execute(
-        f"UPDATE {TABLE} SET tokens = tokens || array_to_tsvector(ARRAY("
-        f"SELECT lexeme FROM generate_series(1, {LEVEL}) AS level, "
-        "LATERAL (VALUES (' sample:' || level), (' sample:' || level || ' scope:' || scope)) AS sample(lexeme))), "
+        f"UPDATE {TABLE} SET tokens = tokens || array_to_tsvector({sample_lexemes(LEVEL)}), "
         "fingerprint = left(fingerprint, -3) || '.l3' WHERE fingerprint LIKE '%%.l2'"
     )
 
@@ -31,9 +37,7 @@ def remove_sample_levels(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
     schema_editor.execute(
-        f"UPDATE {TABLE} SET tokens = ts_delete(tokens, ARRAY("
-        f"SELECT lexeme FROM generate_series(1, {LEVELS}) AS level, "
-        "LATERAL (VALUES (' sample:' || level), (' sample:' || level || ' scope:' || scope)) AS sample(lexeme))), "
+        f"UPDATE {TABLE} SET tokens = ts_delete(tokens, {sample_lexemes(str(LEVELS))}), "
         "fingerprint = left(fingerprint, -3) || '.l2' WHERE fingerprint LIKE '%%.l3'"
     )
 
