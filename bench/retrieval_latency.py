@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import multiprocessing
 import os
@@ -60,7 +61,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import timedelta
 from pathlib import Path
 
@@ -88,6 +89,7 @@ from latency_corpus import MAIN_SCOPE, SCOPE_WEIGHTS, SMALL_SCOPE, build_corpus,
 from memoryui import rules  # noqa: E402
 from memoryui.models import IndexOutbox, Memory, MemoryEvent  # noqa: E402
 from searchindex import indexes as search_indexes  # noqa: E402
+from searchindex import vector as vector_module  # noqa: E402
 from searchindex.anchors import anchor_similarities, script_of  # noqa: E402
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from searchindex.embeddings import Embedder, get_embedder  # noqa: E402
@@ -202,31 +204,39 @@ class CachedPassages(Embedder):
 # --- the store, its indexes and the floor ------------------------------------------------------
 
 
-def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> None:
-    """Memory rows, both indexes and the FTS5 floor in this size's data directory (cached)."""
+def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict[str, float]:
+    """Memory rows, both indexes and the FTS5 floor in this size's data directory (cached); the
+    seconds each part built took, for the parts built now.
+
+    The vector index has a fingerprint of its own (the store's and the graphs' settings,
+    `graph_fingerprint`): a change of the HNSW settings rebuilds the vectors alone.
+    """
     data_dir = Path(settings.DATA_DIR)
     marker = data_dir / "store.fingerprint"
+    vector_marker = data_dir / "vectors.fingerprint"
+    vector_fingerprint = digest([fingerprint, graph_fingerprint()])
     call_command("migrate", verbosity=0)
     n = len(corpus)
+    times: dict[str, float] = {}
     if marker.exists() and marker.read_text() == fingerprint and fts_path(fingerprint).exists():
         try:
-            current = (
-                Memory.objects.count() == n
-                and search_indexes.get_index("vector").count() == n
-                and search_indexes.get_index("bm25").count() == n
-            )
+            current = Memory.objects.count() == n and search_indexes.get_index("bm25").count() == n
         except IndexUnavailable as exc:  # e.g. an index of an earlier layout: rebuild it
             print(f"rebuilding the indexes: {exc}", file=sys.stderr)
             current = False
         if current:
+            if not (vector_marker.exists() and vector_marker.read_text() == vector_fingerprint):
+                times["vector rebuild"] = build_vectors(corpus, vectors, Memory.objects.all())
+                vector_marker.write_text(vector_fingerprint)
             if bm25_layout_marker().exists() and bm25_layout_marker().read_text() == bm25_layout():
                 optimize_bm25()
-                return
+                return times
             refill_bm25(corpus)
-            return
+            return times
     search_indexes.close_indexes()  # the indexes are about to be reset: no handle may outlive that
     print(f"building a store of {n} memories and its indexes in {data_dir} …", file=sys.stderr)
     marker.unlink(missing_ok=True)
+    vector_marker.unlink(missing_ok=True)
     started = time.perf_counter()
     MemoryEvent.objects.all().delete()
     IndexOutbox.objects.all().delete()
@@ -238,24 +248,13 @@ def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> No
         cursor.execute("ANALYZE")
     print(f"  {n} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
-    # Both indexes as `searchindex.health.rebuild()` writes them: the vectors chunk for chunk, with
-    # the cached vectors, so their time is the rebuild's; whoosh by one writer and one commit
-    # (`LexicalIndex.fill`). Written chunk by chunk, each commit a segment that whoosh merges, a
-    # million memories slowed to ~5,000 a minute past 600,000 (over an hour in all).
-    cached = dict(zip([m["text"] for m in corpus], vectors, strict=True))
-    vector_index = VectorIndex(embedder=CachedPassages(get_embedder(), cached))
+    times["vector rebuild"] = build_vectors(corpus, vectors, memories)
+    vector_marker.write_text(vector_fingerprint)
+    # whoosh by one writer and one commit (`LexicalIndex.fill`), as `searchindex.health.rebuild()`
+    # writes it. Written chunk by chunk, each commit a segment that whoosh merges, a million
+    # memories slowed to ~5,000 a minute past 600,000 (over an hour in all).
     lexical_index = search_indexes.get_index("bm25")
-    vector_index.reset()
     lexical_index.reset()
-    vector_s = 0.0
-    for start in range(0, n, REBUILD_CHUNK):
-        documents = [IndexedMemory.from_memory(memory) for memory in memories[start : start + REBUILD_CHUNK]]
-        t0 = time.perf_counter()
-        vector_index.upsert(documents)
-        vector_s += time.perf_counter() - t0
-        if (start // REBUILD_CHUNK) % 4 == 3:
-            print(f"  vectors {min(start + REBUILD_CHUNK, n)}/{n}", file=sys.stderr)
-    vector_index.close()
     t0 = time.perf_counter()
     documents = [IndexedMemory.from_memory(memory) for memory in memories]
     if hasattr(lexical_index, "fill"):
@@ -263,8 +262,8 @@ def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> No
     else:
         for start in range(0, n, REBUILD_CHUNK):
             lexical_index.upsert(documents[start : start + REBUILD_CHUNK])
-    lexical_s = time.perf_counter() - t0
-    print(f"  chromadb upserts {vector_s:.0f} s, BM25 ({lexical_index!r}) {lexical_s:.0f} s", file=sys.stderr)
+    times["BM25"] = lexical_s = time.perf_counter() - t0
+    print(f"  BM25 ({lexical_index!r}) {lexical_s:.0f} s", file=sys.stderr)
     optimize_bm25()
     bm25_layout_marker().write_text(bm25_layout())
 
@@ -285,8 +284,45 @@ def build_store(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> No
         )
         db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
     temp.rename(path)
-    print(f"  FTS5 floor in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    times["FTS5 floor"] = time.perf_counter() - started
+    print(f"  FTS5 floor in {times['FTS5 floor']:.0f} s", file=sys.stderr)
     marker.write_text(fingerprint)
+    return times
+
+
+def graph_fingerprint() -> list:
+    """What the vector index's graphs are built with (searchindex.vector.graph_shape)."""
+    return [
+        settings.MEMORYUI_CHROMA_HNSW_M,
+        settings.MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION,
+        settings.MEMORYUI_CHROMA_HNSW_BIG_FROM,
+        vector_module.SMALL_GRAPH,
+        inspect.getsource(vector_module.graph_shape),
+    ]
+
+
+def build_vectors(corpus: list[dict], vectors: np.ndarray, memories) -> float:
+    """The vector index rebuilt as `searchindex.health.rebuild()` writes it, from the cached vectors:
+    reset, then the memories scope by scope in chunks of REBUILD_CHUNK, each scope's collection
+    shaped for its size. Returns the upserts' seconds: a full rebuild's vector time."""
+    search_indexes.close_indexes()
+    cached = dict(zip([m["text"] for m in corpus], vectors, strict=True))
+    vector_index = VectorIndex(embedder=CachedPassages(get_embedder(), cached))
+    vector_index.reset()
+    ordered = sorted(memories, key=lambda memory: (memory.scope, str(memory.pk)))
+    sizes = Counter(memory.scope for memory in ordered)
+    n = len(ordered)
+    vector_s = 0.0
+    for start in range(0, n, REBUILD_CHUNK):
+        documents = [IndexedMemory.from_memory(memory) for memory in ordered[start : start + REBUILD_CHUNK]]
+        t0 = time.perf_counter()
+        vector_index.upsert(documents, sizes=lambda scopes: {scope: sizes[scope] for scope in scopes})
+        vector_s += time.perf_counter() - t0
+        if (start // REBUILD_CHUNK) % 20 == 19:
+            print(f"  vectors {min(start + REBUILD_CHUNK, n)}/{n}, {vector_s:.0f} s", file=sys.stderr)
+    vector_index.close()
+    print(f"  chromadb upserts {vector_s:.0f} s", file=sys.stderr)
+    return vector_s
 
 
 def memory_row(m: dict, now) -> Memory:

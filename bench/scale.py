@@ -219,19 +219,20 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
     data_dir = Path(settings.DATA_DIR)
     times: dict[str, float | None] = {}
     started = time.perf_counter()
-    marker = data_dir / "store.fingerprint"
-    was_built = marker.exists() and marker.read_text() == fingerprint
     with override_settings(MEMORYUI_LEXICAL="whoosh", CHROMA_URL=None):
         search_indexes.close_indexes()
-        latency.build_store(corpus, vectors, fingerprint)
+        built = latency.build_store(corpus, vectors, fingerprint)
         search_indexes.close_indexes()
-    times["rows + whoosh + embedded chromadb + FTS5 floor"] = None if was_built else time.perf_counter() - started
+    times["rows + whoosh + embedded chromadb + FTS5 floor"] = time.perf_counter() - started if built else None
+    times["of which embedded chromadb upserts (a full vector rebuild)"] = built.get("vector rebuild")
+    # What the vectors were built with: the widths and the server's copy follow them.
+    graphs = latency.digest([fingerprint, latency.graph_fingerprint()])
 
     # Each big scope's search width, measured as a rebuild measures it (searchindex/tuning.py),
     # before the server's copy is made: the copy carries the widths.
     marker = data_dir / "tuned.fingerprint"
     tuned_fingerprint = latency.digest(
-        [fingerprint, inspect.getsource(tuning), settings.MEMORYUI_VECTOR_RECALL_TARGET]
+        [graphs, inspect.getsource(tuning), settings.MEMORYUI_VECTOR_RECALL_TARGET]
         + [settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH, settings.MEMORYUI_VECTOR_EXACT_BELOW]
     )
     if not (marker.exists() and marker.read_text() == tuned_fingerprint and (data_dir / "tuned.json").exists()):
@@ -278,13 +279,13 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
 
     marker = data_dir / "chroma-server.fingerprint"
     target = server_dir()
-    if not (marker.exists() and marker.read_text() == fingerprint and target.exists()):
+    if not (marker.exists() and marker.read_text() == graphs and target.exists()):
         marker.unlink(missing_ok=True)
         started = time.perf_counter()
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(Path(settings.MEMORYUI_INDEX_DIR) / "chroma", target)
         times["chromadb server directory (copy of the embedded one)"] = time.perf_counter() - started
-        marker.write_text(fingerprint)
+        marker.write_text(graphs)
     else:
         times["chromadb server directory (copy of the embedded one)"] = None
     return times
@@ -752,8 +753,6 @@ def run_size(args) -> None:
     vectors, vector_info = expand_vectors(corpus, base_vectors, seed)
     fingerprint = latency.digest(
         [latency.store_fingerprint(corpus, seed, embedder.name), VERSION, base, vector_info["sigma"]]
-        # the graph's build settings: a store built with others is built again
-        + [settings.MEMORYUI_CHROMA_HNSW_M, settings.MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION]
     )
     builds = build_all(corpus, vectors, fingerprint)
     with chroma_server(server_dir()) as url:

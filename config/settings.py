@@ -391,6 +391,12 @@ MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = env_int(
     "MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION", CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION, 10, 2000
 )
 MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int("MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROMA_HNSW_DEFAULT_EF_SEARCH, 10, 2000)
+# M and ef_construction above are a big scope's graph: a scope about to hold fewer vectors than this
+# when its collection is created (by a rebuild, an import or its first write, counted in the
+# database) gets chromadb's own 16/100 (searchindex.vector.SMALL_GRAPH), which finds as much of the
+# true top 10 there and costs a fraction of the time to build (bench/hnsw_sweep.py). A scope that
+# grows past the line keeps its graph until a rebuild; the dashboard says so. 0: every scope big.
+MEMORYUI_CHROMA_HNSW_BIG_FROM = env_int("MEMORYUI_CHROMA_HNSW_BIG_FROM", 100_000, 0)
 # Measured ef_search (searchindex/tuning.py): each scope's graph is searched as wide as its own
 # recall needs. `manage.py reindex --tune`, a rebuild and a daily task measure, for each scope of
 # MEMORYUI_VECTOR_EXACT_BELOW vectors or more, the recall@10 of its graph against exact search (its

@@ -304,7 +304,8 @@ def rebuild(indexes: tuple[str, ...] = INDEX_NAMES) -> dict:
     (`LexicalIndex.fill`): one segment, with no segment per chunk to merge, nor a lookup of each
     id among the entries written before it (chunk after chunk, a million memories slowed to a few
     thousand a minute), and searches read the old entries until the commit. The other indexes
-    are reset and synced chunk by chunk. The outbox rows queued before the rebuild began are then
+    are reset and synced chunk by chunk, scope by scope, each scope's vector collection shaped for
+    its number of memories (`searchindex.vector.graph_shape`). The outbox rows queued before the rebuild began are then
     done: every memory was read after they were written, and every index started over.
     """
     started = timezone.now()
@@ -313,7 +314,9 @@ def rebuild(indexes: tuple[str, ...] = INDEX_NAMES) -> dict:
     chunked = tuple(name for name in indexes if not (filled and name == "bm25"))
     for name in chunked:
         get_index(name).reset()
-    ids = [str(pk) for pk in Memory.objects.active().values_list("pk", flat=True)]
+    # Scope by scope: a chunk fills one or two scopes' collections in calls of BATCH vectors, not
+    # twenty in calls of a few hundred, and one graph is built at a time.
+    ids = [str(pk) for pk in Memory.objects.active().order_by("scope", "pk").values_list("pk", flat=True)]
     if filled:
         try:
             lexical.fill(_active_documents(ids), replace=True)

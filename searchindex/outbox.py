@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from memoryui.models import IndexOutbox, Memory, PendingVector
@@ -71,7 +72,7 @@ def sync_memories(
         try:
             index = get_index(name)
             if documents and name == "vector":
-                index.upsert(documents, moved=left)
+                index.upsert(documents, moved=left, sizes=scope_sizes)
             elif documents:
                 index.upsert(documents)
             if gone and name == "vector":
@@ -93,6 +94,13 @@ def sync_memories(
     if "vector" in indexes:
         PendingVector.objects.filter(memory_id__in=memory_ids).delete()
     return report
+
+
+def scope_sizes(scopes: list[str]) -> dict[str, int]:
+    """How many active memories each of these scopes holds: what a scope's new vector collection is
+    shaped for (`VectorIndex.upsert`), asked only when a write creates one."""
+    counted = Memory.objects.active().filter(scope__in=scopes).values("scope").annotate(n=Count("pk"))
+    return {row["scope"]: row["n"] for row in counted.order_by()}
 
 
 def _scopes_left(memory_ids: set[str], moved: dict[str, list[str]]) -> dict[str, list[str]]:

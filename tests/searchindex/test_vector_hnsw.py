@@ -33,8 +33,10 @@ def hnsw_settings(settings, m: int, ef_construction: int, ef_search: int) -> Non
 
 @pytest.fixture(autouse=True)
 def _graph_search_only(settings):
-    """These tests are about the HNSW graphs: no scope is searched exactly (test_vector_exact.py)."""
+    """These tests are about the HNSW graphs: no scope is searched exactly (test_vector_exact.py),
+    and every scope gets the configured graph whatever its size (test_vector_graph_shape.py)."""
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 0
+    settings.MEMORYUI_CHROMA_HNSW_BIG_FROM = 0
 
 
 def recorded_collection(where: dict, index: VectorIndex, scope: str = SCOPE):
