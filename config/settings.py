@@ -379,10 +379,12 @@ if not (MEMORYUI_CHROMA_CONNECT_TIMEOUT or 0) > 0 or not (MEMORYUI_CHROMA_TIMEOU
 # the true top 10 in the biggest scope (bench/scale.py). M and ef_construction shape the graph, so
 # they apply when a collection is created (a rebuild, `manage.py reindex --full`); ef_search is set
 # on the collections when they are opened. The defaults are bench/hnsw_sweep.py's at 402,580
-# vectors in one scope: recall@10 0.953 on the crowded store and 1.000 on the one spread like the
-# labelled sets, at a p95 of 6.1 and 10.1 ms (32/200/200: 0.764 and 0.990).
-CHROMA_HNSW_DEFAULT_M = 64
-CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION = 400
+# vectors in one scope of the crowded store (~80 close variants a real vector): 96/200/300 found
+# 0.982 of the true top 10 at a p95 of 8.2 ms and built in 353 s; 64/400 needed ef_search 1500 for
+# 0.959 (p95 13.8 ms) and built in 599 s. More links keep a crowded scope's clusters joined, which
+# a wider construction search did not (64/600: 0.960 at 1000).
+CHROMA_HNSW_DEFAULT_M = 96
+CHROMA_HNSW_DEFAULT_EF_CONSTRUCTION = 200
 CHROMA_HNSW_DEFAULT_EF_SEARCH = 300
 
 
@@ -393,10 +395,11 @@ MEMORYUI_CHROMA_HNSW_EF_CONSTRUCTION = env_int(
 MEMORYUI_CHROMA_HNSW_EF_SEARCH = env_int("MEMORYUI_CHROMA_HNSW_EF_SEARCH", CHROMA_HNSW_DEFAULT_EF_SEARCH, 10, 2000)
 # M and ef_construction above are a big scope's graph: a scope about to hold fewer vectors than this
 # when its collection is created (by a rebuild, an import or its first write, counted in the
-# database) gets chromadb's own 16/100 (searchindex.vector.SMALL_GRAPH), which finds as much of the
-# true top 10 there and costs a fraction of the time to build (bench/hnsw_sweep.py). A scope that
+# database) gets chromadb's own 16/100 (searchindex.vector.SMALL_GRAPH), cheaper to build, which
+# finds as much of the true top 10 there (bench/hnsw_sweep.py, crowded store: 0.996 at 40,000
+# vectors, 0.974 at 60,000 and 0.936 at 100,000, where 96/200 finds 1.000 and 0.999). A scope that
 # grows past the line keeps its graph until a rebuild; the dashboard says so. 0: every scope big.
-MEMORYUI_CHROMA_HNSW_BIG_FROM = env_int("MEMORYUI_CHROMA_HNSW_BIG_FROM", 100_000, 0)
+MEMORYUI_CHROMA_HNSW_BIG_FROM = env_int("MEMORYUI_CHROMA_HNSW_BIG_FROM", 50_000, 0)
 # Measured ef_search (searchindex/tuning.py): each scope's graph is searched as wide as its own
 # recall needs. `manage.py reindex --tune`, a rebuild and a daily task measure, for each scope of
 # MEMORYUI_VECTOR_EXACT_BELOW vectors or more, the recall@10 of its graph against exact search (its
