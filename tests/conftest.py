@@ -35,6 +35,24 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group("integration" if path.startswith("tests/integration/") else path))
+    own_but_shared = [item.nodeid for item in items if _own_database_but_uses_the_suites(item)]
+    if own_but_shared:
+        raise pytest.UsageError(
+            "marked own_database but using the suite's database (CI's PostgreSQL pass would never run "
+            "them on PostgreSQL): " + ", ".join(own_but_shared)
+        )
+
+
+SUITE_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+
+
+def _own_database_but_uses_the_suites(item) -> bool:
+    """A test marked own_database runs on a store it makes; one reaching the suite's database (the
+    django_db mark, a database fixture, the live server) must not carry the mark."""
+    if item.get_closest_marker("own_database") is None:
+        return False
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(item.get_closest_marker("django_db") or fixtures & (SUITE_DATABASE_FIXTURES | {"live_server"}))
 
 
 @pytest.fixture

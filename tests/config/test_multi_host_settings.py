@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 POSTGRES = "postgres://postgres@127.0.0.1:5432/memoryui_multi_host_settings"
 # Settings only: nothing here connects to these services.
@@ -27,6 +29,9 @@ SHOW = (
     "print(s.MEMORYUI_MULTI_HOST, s.MEMORYUI_LEXICAL, s.SECRET_KEY[:12], signing.dumps('hello'))"
 )
 SERVICES = ("DATABASE_URL", "CHROMA_URL", "CELERY_BROKER_URL")
+# Each configuration is loaded in a process given exactly its environment, whatever database the
+# suite runs on.
+pytestmark = pytest.mark.own_database
 
 
 def manage(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from tests.integration.services import Api, PrivateRedis, free_port, prepare_sto
 from tests.integration.test_index_queue import procfile_processes
 from tests.integration.test_worker_index_sync import _environment, _manage
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 STALL_SECONDS = 6.0  # the LLM's answer to each turn of the long extraction
 SWEEP_SECONDS = 2  # the outbox sweep's schedule, and how long a row waits before it is swept

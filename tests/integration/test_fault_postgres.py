@@ -17,7 +17,7 @@ from tests.integration.services import Api, PrivatePostgres, free_port, prepare_
 from tests.integration.test_index_queue import procfile_processes
 from tests.integration.test_worker_index_sync import _environment
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 WRITERS = 2  # agents writing at once, so both gunicorn workers take writes
 BEFORE = 2.0  # seconds of writes before the database goes away

@@ -28,7 +28,7 @@ from tests.integration.services import Api, PrivateRedis, prepare_store
 from tests.integration.test_run_shutdown import _processes_of, make_run
 from tests.integration.test_worker_index_sync import _environment, _manage
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 FACTS = 30
 WRITES = 40

@@ -19,7 +19,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.test_worker_index_sync import ROOT, _environment, _manage
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 # Each turn of the long transcript holds nothing for L0, so it goes to the (stalling) LLM.
 TURNS = 12

@@ -15,7 +15,7 @@ from config.supervise import alive, children_of
 from tests.integration.test_run_shutdown import _processes_of, make_run
 from tests.integration.test_worker_index_sync import _environment
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 STOPPED_WITHIN = 20.0  # seconds: Celery's cold shutdown of both workers on a busy machine
 

@@ -75,6 +75,7 @@ def stdio(store: dict, *args: str) -> tuple[int, dict | str]:
     return inspector(*options, "--cwd", str(ROOT), *args, "--", *server, env=store["env"])
 
 
+@pytest.mark.own_database  # the stdio server runs on a SQLite store of its own
 def test_the_inspector_lists_the_tools_remembers_and_finds_over_stdio(stdio_store):
     status, listed = stdio(stdio_store, "--method", "tools/list")
     assert status == 0, listed
@@ -102,6 +103,7 @@ def test_the_inspector_lists_the_tools_remembers_and_finds_over_stdio(stdio_stor
     assert json.dumps(FACT) in prompt["messages"][0]["content"]["text"], prompt
 
 
+@pytest.mark.own_database  # the stdio server runs on a SQLite store of its own
 def test_a_bad_argument_comes_back_as_a_tool_error_whose_text_says_why_over_stdio(stdio_store):
     status, result = stdio(
         stdio_store, "--method", "tools/call", "--tool-name", "remember", "--tool-arg", f"text={FACT}", "kind=bogus"
@@ -113,6 +115,7 @@ def test_a_bad_argument_comes_back_as_a_tool_error_whose_text_says_why_over_stdi
     assert "pydantic" not in reason and "https://" not in reason
 
 
+@pytest.mark.own_database  # the stdio server runs on a SQLite store of its own
 def test_a_revoked_token_is_refused_on_the_next_call_over_stdio(stdio_store, tmp_path):
     env = stdio_store["env"]
     other = json.loads(manage(env, "api_token", "create", "ci-2", "--user", "ed", "--scope", "agent:ci", "--json"))

@@ -24,7 +24,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.integration.test_worker_index_sync import ROOT, _environment, _manage, running_worker
 from tests.signals import as_from_a_terminal
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 STOPPED_WITHIN = 10.0  # seconds
 MOST_LINES = 20  # of output from the shutdown

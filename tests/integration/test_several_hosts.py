@@ -23,7 +23,7 @@ from tests.web.test_command_bootstrap_multi_host import ROOT, database, host_env
 
 __all__ = ["database"]  # the fixture, used by name
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 DEPLOY = ROOT / "deploy"
 
 STORE = [

@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.test_worker_index_sync import _environment, _manage, running_worker
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 COUNT = 300
 

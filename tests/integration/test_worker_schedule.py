@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.test_worker_index_sync import _environment, _manage, running_worker
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 
 def _rows(data_dir: Path, sql: str):

@@ -15,7 +15,7 @@ import pytest
 from tests.mcpserver.support import environment, manage
 from tests.mcpserver.test_stdio import RawStdio
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 HELLO = {
     "jsonrpc": "2.0",

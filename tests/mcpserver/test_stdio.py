@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.mcpserver.support import ROOT, environment, manage, run_client
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
 TOOL = "mcp__ata__article-list-query"
 SCHEMA = "Parameter schema for article-list-query: page_size int ≤ 50, query string, locale enum."

@@ -52,6 +52,7 @@ def manage(data_dir: Path, *args: str) -> dict:
 
 
 @pytest.mark.e2e
+@pytest.mark.own_database
 def test_export_import_into_an_empty_database_and_export_again_gives_identical_files(tmp_path):
     source, target = tmp_path / "source", tmp_path / "target"
     manage(source, "migrate", "-v0")

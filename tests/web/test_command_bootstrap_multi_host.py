@@ -20,6 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = "postgres://postgres@127.0.0.1:5432"
 SERVICES = ("DATABASE_URL", "CHROMA_URL", "CELERY_BROKER_URL")
+# Each test bootstraps a PostgreSQL database it makes, whatever database the suite runs on.
+pytestmark = pytest.mark.own_database
 
 
 @pytest.fixture
