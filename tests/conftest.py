@@ -43,7 +43,9 @@ def pytest_collection_modifyitems(config, items) -> None:
         )
 
 
-SUITE_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+SUITE_DATABASE_FIXTURES = {
+    "db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server",
+}  # fmt: skip
 
 
 def _own_database_but_uses_the_suites(item) -> bool:
@@ -52,7 +54,7 @@ def _own_database_but_uses_the_suites(item) -> bool:
     if item.get_closest_marker("own_database") is None:
         return False
     fixtures = set(getattr(item, "fixturenames", ()))
-    return bool(item.get_closest_marker("django_db") or fixtures & (SUITE_DATABASE_FIXTURES | {"live_server"}))
+    return bool(item.get_closest_marker("django_db") or fixtures & SUITE_DATABASE_FIXTURES)
 
 
 @pytest.fixture
