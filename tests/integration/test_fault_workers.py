@@ -30,7 +30,7 @@ from tests.integration.test_worker_index_sync import _environment, _manage
 
 pytestmark = [pytest.mark.e2e, pytest.mark.own_database]
 
-FACTS = 30
+FACTS = 100  # enough that the kill lands mid-extraction on a loaded machine
 WRITES = 40
 
 
