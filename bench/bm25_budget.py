@@ -1,10 +1,11 @@
 """Benchmark: the BM25 candidate budget at scale, on bench/scale.py's store.
 
-A query of only common terms is selected by its rarest term; in a big store that term may bring
-thousands of candidates, and past the budget (searchindex.lexical.CANDIDATE_BUDGET) the query ranks
-a narrowed set: the memories holding every term, or those and a sample of the rest
-(`searchindex.lexical.narrowing`). This sweeps the budget over bench/scale.py's cached store of one
-size (run `bench/scale.py --sizes N --prepare` first) with bench/scale.py's query mix, in
+A query's candidates are the memories holding one of its rarer terms (a query of only common terms:
+its rarest); in a big store they may be thousands, and past the budget
+(searchindex.lexical.CANDIDATE_BUDGET) the query ranks a narrowed set: the memories holding every
+term, or those and a sample of the rest (`searchindex.lexical.narrowing`). This sweeps the
+budget over bench/scale.py's cached store of one size (run `bench/scale.py --sizes N --prepare`
+first) with bench/scale.py's query mix, in
 `agent:main` and `agent:test-w`, the budgets interleaved query by query (their order turned from
 one query to the next), and prints for each:
 

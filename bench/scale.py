@@ -109,6 +109,7 @@ from latency_corpus import MAIN_SCOPE, SMALL_SCOPE, build_corpus, build_queries 
 
 from ingest.writing import write  # noqa: E402
 from memoryui.models import IndexOutbox, LexicalEntry, Memory, MemoryEvent, PendingVector, outbox_committed  # noqa: E402
+from recall.models import RecallTrace  # noqa: E402
 from searchindex import indexes as search_indexes  # noqa: E402
 from searchindex import tuning  # noqa: E402
 from searchindex import vector as vector_module  # noqa: E402
@@ -235,9 +236,13 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
 
     # Each big scope's search width, measured as a rebuild measures it (searchindex/tuning.py),
     # before the server's copy is made: the copy carries the widths.
+    # What a deployment's scopes were asked: recall traces of queries of the same mix as the
+    # measured ones but drawn with another seed (none of the measured texts), which the measure
+    # probes each scope with (recall/probes.py), as it would the traces agents left.
+    asked = record_asked_queries(corpus)
     marker = data_dir / "tuned.fingerprint"
     tuned_fingerprint = latency.digest(
-        [graphs, inspect.getsource(tuning), settings.MEMORYUI_VECTOR_RECALL_TARGET]
+        [graphs, inspect.getsource(tuning), settings.MEMORYUI_VECTOR_RECALL_TARGET, asked]
         + [settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH, settings.MEMORYUI_VECTOR_EXACT_BELOW]
     )
     if not (marker.exists() and marker.read_text() == tuned_fingerprint and (data_dir / "tuned.json").exists()):
@@ -247,6 +252,9 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
         started = time.perf_counter()
         with override_settings(CHROMA_URL=None):
             index = VectorIndex(embedder=get_embedder())
+            # Every scope starts at the configured width, as after a rebuild (a measure only widens).
+            for scope in index.counts():
+                index.set_ef_search(scope, settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH)
             tuned = tuning.tune(index)
             index.close()
         times["search widths measured (searchindex/tuning.py)"] = time.perf_counter() - started
@@ -525,12 +533,41 @@ def measure(corpus: list[dict], vectors: np.ndarray, queries: list[str], fingerp
     }
 
 
+ASKED_SEED = 1_000_003  # the traced queries' seed: never the measured queries' (--seed)
+ASKED_ACTOR = "bench:scale"
+
+
+def record_asked_queries(corpus: list[dict]) -> list[str]:
+    """Give every scope of the store tuning.SAMPLES traced recalls (replacing this bench's earlier
+    ones); returns their texts."""
+    texts = list(dict.fromkeys(build_queries(corpus, tuning.SAMPLES * 2, ASKED_SEED)))[: tuning.SAMPLES]
+    scopes = sorted({memory["scope"] for memory in corpus})
+    RecallTrace.objects.filter(actor=ASKED_ACTOR).delete()
+    RecallTrace.objects.bulk_create(
+        RecallTrace(
+            source=RecallTrace.Source.API,
+            actor=ASKED_ACTOR,
+            scope=scope,
+            query=text,
+            limit=10,
+            profile_name="default",
+            mode="heuristic",
+            knobs={},
+            result={},
+        )  # fmt: skip
+        for scope in scopes
+        for text in texts
+    )
+    return texts
+
+
 def measure_widths(embedded: VectorIndex, floor: ScopedFloor, query_vectors) -> list[dict]:
     """The real queries' recall@10 in agent:main against numpy at each ef_search of the ladder the
     scope was measured on, asking the graph for that many neighbours on the graph loaded with the
-    configured ef_search (put back afterwards): what the measure's own sample, the scope's vectors
-    as queries, stands for. Asking for many results costs more than the same ef_search (chromadb
-    maps each result to its id), so no time is taken here: the rows above are the searches'."""
+    configured ef_search (put back afterwards): what the measure's probes (the traced queries of
+    record_asked_queries, other texts of the same mix) stand for. Asking for many results costs
+    more than the same ef_search (chromadb maps each result to its id), so no time is taken here:
+    the rows above are the searches'."""
     measured = embedded.graph(MAIN_SCOPE)["ef_search"]
     embedded.set_ef_search(MAIN_SCOPE, settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH)
     exact = [{hit.id for hit in floor.vector(v, MAIN_SCOPE, 10)} for v in query_vectors]
@@ -824,16 +861,19 @@ def print_widths(result: dict) -> None:
         print(f"\nNo search width measured for {MAIN_SCOPE} (measuring off, or the scope below the exact line).")
         return
     sampled = {step["ef_search"]: step for step in main["steps"]}
+    asked = main.get("probes") == "queries"
+    probes = f"{main['samples']} traced queries" if asked else f"{main['samples']} of the scope's vectors as queries"
+    past = "" if asked else "one step past "
     print(
-        f"\nSearch width of {MAIN_SCOPE} (searchindex/tuning.py): {main['samples']} of its {main['vectors']} "
-        f"vectors as queries against exact search, target recall@10 {main['target']:g}, read in "
+        f"\nSearch width of {MAIN_SCOPE} (searchindex/tuning.py): {probes} against exact search over its "
+        f"{main['vectors']} vectors, target recall@10 {main['target']:g}, read in "
         f"{main['read_s']:.0f} s, {main['seconds']:.0f} s in all; chosen: {main['ef_search']}"
-        + ("" if main["reached"] else " (the target out of reach: one step past where the recall stops growing)")
+        + ("" if main["reached"] else f" (the target out of reach: {past}where the recall stops growing)")
         + f". Every scope measured: {len(tuned)} ("
         + ", ".join(f"{s} {m['ef_search']}" for s, m in sorted(tuned.items()))
         + ").\n"
     )
-    print("| ef_search | recall@10, the scope's vectors as queries | recall@10, the real queries |")
+    print(f"| ef_search | recall@10, {probes} | recall@10, the measured queries |")
     print("|---:|---:|---:|")
     for row in result.get("widths", []):
         step = sampled.get(row["width"])

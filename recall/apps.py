@@ -8,3 +8,9 @@ class RecallConfig(AppConfig):
 
     name = "recall"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The vector search of a scope is measured with the queries it was asked (recall/probes.py).
+        from recall import probes
+
+        probes.connect()

@@ -118,6 +118,10 @@ class Embedder:
         """Embed one search query as a (dim,) float32 unit vector."""
         return self._embed([text], is_query=True)[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries as an (n, dim) float32 array of unit rows (as `embed_query` each)."""
+        return self._embed(list(texts), is_query=True)
+
     def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)

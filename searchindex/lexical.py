@@ -67,18 +67,20 @@ MAX_QUERY_TERMS = 256
 # were: there, every posting list is short anyway.
 COMMON_TERM_SHARE = 0.01
 COMMON_TERM_MIN_DOCS = 1000
-# The candidate budget (after the "match phase" limit of engines such as Vespa): a query of only
-# common terms is selected by its rarest one, and in a big store thousands of memories hold it. At
-# 1M memories `幸运数字是多少` selects 14,000 in `agent:main`, near-copies of one template that score
-# alike, and scoring them all set the p95 of the BM25 stage (bench/scale.py). When such a query
-# selects more than CANDIDATE_BUDGET memories in its scopes, it ranks fewer (`narrowing`): the
-# memories holding every one of its terms and a fixed sample of the others; or, when those holding
-# every term are themselves more than the budget (the conjunction a common-terms query of
-# Elasticsearch runs), a sample of them. How many it selects is counted in the sample of level
-# PROBE_LEVEL (1 in 16), which costs a sixteenth of counting them all: PostgreSQL reads a row to
-# count it. Both BM25 indexes count the same sample and draw the same memories, so they still
-# return the same hits. A store whose common terms are held by about this many memories or fewer
-# is ranked exactly, as before (one under 1,000 memories has no common term at all).
+# The candidate budget (after the "match phase" limit of engines such as Vespa): a query's
+# candidates are the memories holding one of its rarer terms (or, of only common terms, its
+# rarest), and in a big store thousands of memories hold them. At 1M memories `幸运数字是多少`
+# selects 14,000 in `agent:main`, near-copies of one template that score alike, and the typical
+# query 2,000-4,000, whose scoring (about 6 µs a candidate in PostgreSQL) set the p95 of the BM25
+# stage (bench/scale.py). When a query selects more than CANDIDATE_BUDGET memories in its scopes, it
+# ranks fewer (`narrowing`): the memories holding every one of its terms and a fixed sample of the
+# others; or, when those holding every term are themselves more than the budget (the conjunction a
+# common-terms query of Elasticsearch runs), a sample of them. How many it selects is counted in
+# the sample of level PROBE_LEVEL (1 in 16), which costs a sixteenth of counting them all:
+# PostgreSQL reads a row to count it; and not at all when the selecting terms' document
+# frequencies add up to the budget or less. Both BM25 indexes count the same sample and draw the
+# same memories, so they still return the same hits. A store of no more memories than the budget
+# is ranked exactly, as before.
 CANDIDATE_BUDGET = 2000
 # How finely the sample is cut: level j holds the memories whose id hashes to j leading zero bits,
 # 1 in 2**j of them; 16 levels thin a scope of 130M candidates to the budget.
@@ -218,7 +220,7 @@ def only_common(terms: list[str], frequencies: dict[str, int], total: int) -> tu
 
 @dataclass(frozen=True)
 class Narrowing:
-    """Which of the candidates a query of only common terms ranks when it selects too many.
+    """Which of its candidates a query ranks when it selects too many.
 
     With `every_term`, the memories holding every present term of the query, in the sample of
     `level` (`sample_level`: 1 memory in 2**level); without, those, all of them, and the other
@@ -229,23 +231,28 @@ class Narrowing:
     level: int
     selected: int = field(default=0, compare=False)  # the candidates estimated from the probe
 
-    def note(self, rarest: str) -> str:
-        """What the search reader is told: why the BM25 hits are a sample, and of what."""
+    def note(self, selecting: list[str], *, common: bool) -> str:
+        """What the search reader is told: why the BM25 hits are a sample, and of what; `selecting`:
+        the terms that selected the candidates; `common`: the query has no rarer term."""
         ranked = (
             f"those holding every term, 1 in {2**self.level}"
             if self.every_term
             else f"all those holding every term and 1 in {2**self.level} of the others"
         )
-        return (
-            f"BM25 ranked a sample: every term of the query is common, and about {self.selected:,} memories "
-            f"in the scopes hold its rarest, {rarest!r}; it ranked {ranked}"
-        )
+        if common:
+            held = (
+                f"every term of the query is common, and about {self.selected:,} memories in the scopes "
+                f"hold its rarest, {selecting[0]!r}"
+            )
+        else:
+            named = ", ".join(repr(term) for term in selecting[:3]) + (", …" if len(selecting) > 3 else "")
+            held = f"about {self.selected:,} memories in the scopes hold one of its rarer terms ({named})"
+        return f"BM25 ranked a sample: {held}; it ranked {ranked}"
 
 
 def narrowing(probed: int, probed_holding_every_term: int, k: int) -> Narrowing | None:
-    """How a query of only common terms is narrowed, given how many of its candidates in its scopes
-    are in the sample of PROBE_LEVEL (`probed`), and how many of those hold all its present terms;
-    None: it ranks them all.
+    """How a query is narrowed, given how many of its candidates in its scopes are in the sample of
+    PROBE_LEVEL (`probed`), and how many of those hold all its present terms; None: it ranks them all.
 
     Both BM25 indexes decide from these two exact counts, so they rank the same memories.
     """
@@ -258,9 +265,16 @@ def narrowing(probed: int, probed_holding_every_term: int, k: int) -> Narrowing 
     return Narrowing(every_term=False, level=_level_for(selected, budget), selected=selected)
 
 
+def may_exceed_budget(selecting: list[str], frequencies: dict[str, int], total: int, k: int) -> bool:
+    """Whether the memories holding one of these terms can be more than the budget: not when their
+    document frequencies (over the whole index, any scope) add up to it or less, nor when the index
+    holds no more memories than it (`total`). Only then is the sample probed."""
+    return min(sum(frequencies.get(term, 0) for term in selecting), total) > candidate_budget(k)
+
+
 def candidate_budget(k: int) -> int:
-    """How many candidates a query of only common terms ranks before it is narrowed: at least four
-    times k, so the sample of a narrowed one still holds k memories and more."""
+    """How many candidates a query ranks before it is narrowed: at least four times k, so the
+    sample of a narrowed one still holds k memories and more."""
     return max(CANDIDATE_BUDGET, 4 * k)
 
 
@@ -320,12 +334,12 @@ def _in_any_field(terms: list[str]):
 
 def _narrowed(searcher, cache: dict, terms: list[str], frequencies: dict[str, int], allowed, k: int):
     """The documents a query may rank (None: any) and the note saying why, if they are narrowed:
-    `allowed`, or, for a query of only common terms that selects more than the budget there, its
-    narrowing (`narrowing`)."""
-    common = only_common(terms, frequencies, searcher.doc_count_all())
-    if common is None:
+    `allowed`, or, for a query that selects more than the budget there, its narrowing (`narrowing`)."""
+    total = searcher.doc_count_all()
+    rare, rest = selecting_terms(terms, frequencies, total)
+    if not rare or not may_exceed_budget(rare, frequencies, total, k):
         return allowed, None
-    present, rarest = common
+    present = rare + rest
 
     def sample(level: int) -> frozenset[int]:
         if ("sample", level) not in cache:
@@ -336,15 +350,16 @@ def _narrowed(searcher, cache: dict, terms: list[str], frequencies: dict[str, in
         docs = set(searcher.docs_for_query(query))
         return docs if allowed is None else docs & allowed
 
-    selected = matching(_in_any_field([rarest]))
+    selected = matching(_in_any_field(rare))
     holding = matching(And([_in_any_field([term]) for term in present])) if len(present) > 1 else selected
     probed = selected & sample(PROBE_LEVEL)
     narrowed = narrowing(len(probed), len(probed & holding), k)
     if narrowed is None:
         return allowed, None
+    note = narrowed.note(rare, common=only_common(terms, frequencies, total) is not None)
     if narrowed.every_term:
-        return holding & sample(narrowed.level), narrowed.note(rarest)
-    return holding | (selected & sample(narrowed.level)), narrowed.note(rarest)
+        return holding & sample(narrowed.level), note
+    return holding | (selected & sample(narrowed.level)), note
 
 
 def compared_score(score: float) -> int:

@@ -62,6 +62,7 @@ from searchindex.lexical import (
     Narrowing,
     common_term_line,
     coverage_of,
+    may_exceed_budget,
     narrowing,
     only_common,
     sample_level,
@@ -184,21 +185,21 @@ def selecting_query(terms: list[str], scopes: list[str] | None) -> str:
     with the scope's long one by skipping through it; a B-tree on the scope column would list
     every memory of a big scope first (400k rows of `agent:main` at 1M, for each search).
     """
-    return _scoped("(" + " | ".join(quoted(term) for term in terms) + ")", scopes)
+    return _scoped(_any(terms), scopes)
 
 
-def narrowed_query(terms: list[str], rarest: str, narrowed: Narrowing, scopes: list[str] | None) -> str:
-    """The tsquery of the candidates a query of only common terms ranks when narrowed (`narrowing`):
-    the memories holding every present term, in the sample or not, and with `every_term` unset the
-    sample of those holding the rarest."""
+def narrowed_query(terms: list[str], selecting: list[str], narrowed: Narrowing, scopes: list[str] | None) -> str:
+    """The tsquery of the candidates a query ranks when narrowed (`narrowing`): the memories
+    holding every present term (`terms`), in the sample or not, and with `every_term` unset the
+    sample of those holding one of the selecting terms."""
     if narrowed.every_term:
         return _sampled(_every(terms), narrowed.level, scopes)
-    return f"({_scoped(_every(terms), scopes)} | ({_sampled(quoted(rarest), narrowed.level, scopes)}))"
+    return f"({_scoped(_every(terms), scopes)} | ({_sampled(_any(selecting), narrowed.level, scopes)}))"
 
 
-def probe_query(rarest: str, scopes: list[str] | None) -> str:
+def probe_query(selecting: list[str], scopes: list[str] | None) -> str:
     """The tsquery of a query's candidates in the sample of PROBE_LEVEL, whose count decides its narrowing."""
-    return _sampled(quoted(rarest), PROBE_LEVEL, scopes)
+    return _sampled(_any(selecting), PROBE_LEVEL, scopes)
 
 
 def _sampled(selecting: str, level: int, scopes: list[str] | None) -> str:
@@ -212,6 +213,10 @@ def _sampled(selecting: str, level: int, scopes: list[str] | None) -> str:
 
 def _every(terms: list[str]) -> str:
     return "(" + " & ".join(quoted(term) for term in terms) + ")"
+
+
+def _any(terms: list[str]) -> str:
+    return "(" + " | ".join(quoted(term) for term in terms) + ")"
 
 
 def _scoped(selecting: str, scopes: list[str] | None) -> str:
@@ -417,7 +422,9 @@ class PostgresLexicalIndex:
             if not rare:
                 return []
             scored = rare + rest
-            selecting, note = self._selecting(cursor, rare, only_common(terms, frequencies, total), scopes, k)
+            selecting, narrowed = self._selecting(cursor, rare, rest, frequencies, total, scopes, k)
+            common = only_common(terms, frequencies, total) is not None
+            note = None if narrowed is None else narrowed.note(rare, common=common)
             parameters = {
                 "avg": max(average, 1.0),
                 "selecting": selecting,
@@ -443,24 +450,24 @@ class PostgresLexicalIndex:
         )
 
     @staticmethod
-    def _selecting(cursor, rare, common, scopes, k) -> tuple[str, str | None]:
-        """The selecting tsquery: the rarer terms', or, for a query of only common terms (`common`:
-        its present terms and its rarest) that selects more than the budget in its scopes, its
-        narrowing, decided from its candidates in the sample of PROBE_LEVEL (counted, with those of
-        them holding every present term, in one statement); and the narrowing's note."""
-        if common is None:
+    def _selecting(cursor, rare, rest, frequencies, total, scopes, k) -> tuple[str, Narrowing | None]:
+        """The selecting tsquery: the rarer terms' (`rare`), or, for a query that selects more than
+        the budget in its scopes, its narrowing, decided from its candidates in the sample of
+        PROBE_LEVEL (counted, with those of them holding every present term, in one statement), and
+        the narrowing. No probe when the rarer terms' frequencies cannot add up to the budget."""
+        if not may_exceed_budget(rare, frequencies, total, k):
             return selecting_query(rare, scopes), None
-        present, rarest = common
+        present = rare + rest
         cursor.execute(
             f"SELECT count(*), count(*) FILTER (WHERE e.tokens @@ %s::tsquery) FROM {TABLE} e "
             "WHERE e.tokens @@ %s::tsquery",
-            [_every(present), probe_query(rarest, scopes)],
+            [_every(present), probe_query(rare, scopes)],
         )
         probed, holding = cursor.fetchone()
         narrowed = narrowing(probed, holding, k)
         if narrowed is None:
             return selecting_query(rare, scopes), None
-        return narrowed_query(present, rarest, narrowed, scopes), narrowed.note(rarest)
+        return narrowed_query(present, rare, narrowed, scopes), narrowed
 
     def entries(self) -> dict[str, str]:
         """Every indexed id with the fingerprint it was indexed at."""

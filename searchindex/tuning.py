@@ -4,23 +4,33 @@ How many of the true nearest neighbours an HNSW search finds depends on the vect
 the settings: at 402,580 vectors in one scope, ef_search 300 finds 1.000 of the true top 10 in a
 store spread like the labelled sets and 0.95 in one where every memory has ~80 close variants,
 where 1000 is needed for 0.96; 1000 costs the spread store twice the time for nothing
-(bench/hnsw_sweep.py). No one setting suits both, so each scope's is measured:
+(bench/hnsw_sweep.py). No one setting suits both, so each scope's is measured.
 
-- the scope's graph is asked for the neighbours of `samples` of its own vectors (seeded runs
-  spread over the collection), leaving the vector itself out, and its top 10 is compared with the exact
-  top 10 of the same vector over every vector of the scope, read page by page (a neighbour tied
-  with the exact 10th counts as found);
-- at the collection's ef_search, then wider (LADDER), until the recall@10 reaches
-  MEMORYUI_VECTOR_RECALL_TARGET; the narrowest that does becomes the collection's ef_search. When
-  none does, the step past the one where the recall stops growing (the first within PLATEAU of the
-  best measured): on a crowded store a wider search soon buys nothing but its cost, but the graph's
-  own vectors are easier queries than real ones, and their recall stops growing earlier. In five
-  builds of the 1M store's agent:main (402,580 vectors; bench/hnsw_sweep.py, bench/scale.py), the
-  measure read 0.973-0.976 from ef_search 300 to 2000 in one, where real queries found 0.945 at
-  300 and 0.960 only from 1020 on; in the others, it stopped growing at 690 or 1020 while real
-  queries' recall grew up to 1020. Hence the target's margin (real queries' recall ran up to 0.03
-  below the measure) and the step's: real queries got 0.959-0.961 with it in all five, and 0.942
-  and 0.945 in two of them with the narrowest within 0.002 of the best and a target of 0.97.
+What it is measured with (the probes):
+
+- **the queries the scope was asked**, when there are MIN_QUERIES or more: the texts of its recent
+  recalls and golden queries (searchindex/probes.py: the recall app, which serves and keeps them,
+  answers it), embedded as queries, up to `samples`. Their exact top 10 over every vector of the
+  scope, read page by page, is compared with the graph's top 10 (a neighbour tied with the exact
+  10th counts as found);
+- otherwise **the scope's own vectors**: `samples` of them (seeded runs spread over the
+  collection), each asked for its neighbours leaving itself out.
+
+The queries are the faithful measure. Queries come from another region of the embedding space
+than passages (e5's query prefix), and in a crowded scope the graph's own vectors find their
+near-duplicate neighbours at any width: on the 1M store's agent:main (402,580 vectors, graph
+96/200, bench/scale.py) the own-vector recall@10 read 0.980-0.988 at every ef_search from 200 to
+1340 (three seeds), while real queries found 0.900 at 200, 0.940 at 460 and 0.957 at 1000 (200
+traced queries; 200 others of the same mix 0.947, 0.974 and 0.989). Vectors moved from a
+scope's own by isotropic noise (to a cosine of 0.95 to 0.8) were as flat. So the own vectors are
+only the fallback for a scope too seldom asked to have queries.
+
+The ladder: at the collection's ef_search, then wider (LADDER), until the recall@10 reaches
+MEMORYUI_VECTOR_RECALL_TARGET; the narrowest that does becomes the collection's ef_search. When
+none does, the first within PLATEAU of the best measured (a wider search buys nothing but its
+cost); measured with the own vectors, one step past it, as their recall stops growing earlier
+than real queries' (in five builds of the 1M store's agent:main, the step past was what real
+queries needed).
 
 The graph keeps max(ef_search, n) candidates, so asking it for n neighbours is the search
 ef_search n makes: that is how each width is measured, with no change to the collection until the
@@ -42,19 +52,21 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from django.conf import settings
 
 from searchindex.exact import unit_rows
+from searchindex.probes import asked_queries
 from searchindex.vector import VectorIndex
 
-__all__ = ["K", "LADDER", "Measured", "due", "ladder", "measure", "tune"]
+__all__ = ["K", "LADDER", "MIN_QUERIES", "Measured", "due", "ladder", "measure", "tune"]
 
 K = 10  # the recall measured: of the top 10, what a search keeps of each scope's answer
-SAMPLES = 200  # vectors of the scope asked for their neighbours
+SAMPLES = 200  # queries (or vectors of the scope) asked for their neighbours
+MIN_QUERIES = 50  # a scope asked fewer distinct queries than this is measured with its own vectors
 LADDER = (1.0, 1.5, 2.3, 3.4, 5.0, 6.7)  # ef_search tried, as multiples of the configured one
 MAX_EF = 2000
 TIE = 1e-5  # a found neighbour this close to the exact 10th similarity is as near as it
@@ -62,6 +74,8 @@ PLATEAU = 0.001  # out of reach, the recall stops growing at the first step with
 GROWTH = 0.2  # a scope is measured again once its size moved by this share since its last measure
 BLOCK = 8192  # vectors multiplied by the samples at once while the exact answers are worked out
 BLOCKS = 20  # runs of consecutive vectors the samples are read in
+
+QUERIES, VECTORS = "queries", "vectors"  # what a scope was measured with (Measured.probes)
 
 
 def ladder(start: int | None = None) -> list[int]:
@@ -88,6 +102,7 @@ class Measured:
     vectors: int
     samples: int
     target: float
+    probes: str = VECTORS
     ef_search: int = 0
     recall: float = 0.0
     reached: bool = False
@@ -100,10 +115,19 @@ class Measured:
 
 
 def measure(
-    index: VectorIndex, scope: str, *, target: float, samples: int = SAMPLES, seed: int = 0, apply: bool = True
+    index: VectorIndex,
+    scope: str,
+    *,
+    target: float,
+    samples: int = SAMPLES,
+    seed: int = 0,
+    apply: bool = True,
+    queries: Sequence[str] = (),
 ) -> Measured | None:
     """Measure the recall@10 of `scope`'s graph up the ladder from its ef_search and (`apply`) give
-    it the narrowest that reaches `target`. None when the scope has too few vectors to measure."""
+    it the narrowest that reaches `target`: with up to `samples` of `queries` (texts the scope was
+    asked) when there are MIN_QUERIES or more distinct ones, else with `samples` of its own vectors.
+    None when the scope has too few vectors to measure."""
     started = time.perf_counter()
     graph = index.graph(scope)
     total = graph["vectors"] if graph else 0
@@ -112,6 +136,45 @@ def measure(
     # The graph keeps at least its own ef_search candidates, whatever it is asked for: the ladder
     # starts there (the configured one, or what an earlier measure gave the collection).
     floor = graph["ef_search"]
+    texts = list(dict.fromkeys(queries))[:samples]
+    if len(texts) >= MIN_QUERIES:
+        probes, ids = QUERIES, [None] * len(texts)
+        vectors = unit_rows(np.asarray(index.embedder.embed_queries(texts), dtype=np.float32))
+    else:
+        probes, ids, vectors = VECTORS, *_own_vectors(index, scope, total, samples, seed)
+        if len(ids) <= 1:
+            return None
+    truth, size = exact_answers(index, scope, ids, vectors)
+    read_s = time.perf_counter() - started
+    result = Measured(scope=scope, vectors=size, samples=len(ids), target=target, probes=probes, read_s=read_s)
+    for ef in ladder(floor):
+        wanted = min(ef + (probes == VECTORS), size)  # a vector of the scope is among its own neighbours
+        recalls = []
+        for pk, query, (best_ids, kth) in zip(ids, vectors, truth, strict=True):
+            found = index.graph_neighbours(scope, query, wanted)
+            top = [(distance, other) for distance, other in found if other != pk][:K]
+            recalls.append(_recall(top, best_ids, kth))
+        step = Step(ef, round(statistics.fmean(recalls), 4))
+        result.steps.append(step)
+        result.ef_search, result.recall = ef, step.recall
+        if step.recall >= target:
+            result.reached = True
+            break
+    if not result.reached:
+        # Out of reach: where the recall stops growing (a wider search gains nothing but its cost);
+        # with the own vectors one step past it, as real queries gain up to a step later.
+        best = max(step.recall for step in result.steps)
+        flat = next(n for n, step in enumerate(result.steps) if step.recall >= best - PLATEAU)
+        kept = result.steps[min(flat + (probes == VECTORS), len(result.steps) - 1)]
+        result.ef_search, result.recall = kept.ef_search, kept.recall
+    if apply and result.ef_search != floor:
+        index.set_ef_search(scope, result.ef_search)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _own_vectors(index: VectorIndex, scope: str, total: int, samples: int, seed: int) -> tuple[list[str], np.ndarray]:
+    """`samples` of the scope's vectors, as unit rows, and their ids."""
     # BLOCKS runs of vectors spread over the collection (chromadb reaches a row by skipping every
     # row before it, so one read a vector would cost as much as reading the scope 20 times): the
     # positions are the seed's, the vectors whatever the collection holds there now.
@@ -125,44 +188,17 @@ def measure(
         for page_ids, page in index.vector_pages(scope, offset=start, limit=run, page=run):
             picked.update(zip(page_ids, page, strict=True))
     ids = list(picked)[:samples]
-    rows = [picked[pk] for pk in ids]
-    if len(ids) <= 1:
-        return None
-    queries = unit_rows(np.asarray(rows, dtype=np.float32))
-    truth, size = exact_answers(index, scope, ids, queries)
-    read_s = time.perf_counter() - started
-    result = Measured(scope=scope, vectors=size, samples=len(ids), target=target, read_s=read_s)
-    for ef in ladder(floor):
-        wanted = min(ef + 1, size)  # the vector itself is among them
-        recalls = []
-        for pk, query, (best_ids, kth) in zip(ids, queries, truth, strict=True):
-            found = index.graph_neighbours(scope, query, wanted)
-            top = [(distance, other) for distance, other in found if other != pk][:K]
-            recalls.append(_recall(top, best_ids, kth))
-        step = Step(ef, round(statistics.fmean(recalls), 4))
-        result.steps.append(step)
-        result.ef_search, result.recall = ef, step.recall
-        if step.recall >= target:
-            result.reached = True
-            break
-    if not result.reached:
-        # Out of reach: one step past where the recall stops growing (a wider search gains nothing
-        # but its cost; real queries gain up to a step later than the measure's).
-        best = max(step.recall for step in result.steps)
-        flat = next(n for n, step in enumerate(result.steps) if step.recall >= best - PLATEAU)
-        kept = result.steps[min(flat + 1, len(result.steps) - 1)]
-        result.ef_search, result.recall = kept.ef_search, kept.recall
-    if apply and result.ef_search != floor:
-        index.set_ef_search(scope, result.ef_search)
-    result.seconds = time.perf_counter() - started
-    return result
+    if not ids:
+        return [], np.empty((0, 0), dtype=np.float32)
+    return ids, unit_rows(np.asarray([picked[pk] for pk in ids], dtype=np.float32))
 
 
 def exact_answers(
-    index: VectorIndex, scope: str, ids: list[str], queries: np.ndarray
+    index: VectorIndex, scope: str, ids: Sequence[str | None], queries: np.ndarray
 ) -> tuple[list[tuple[set[str], float]], int]:
-    """For each query (one of the scope's own vectors, `ids`), the ids of its exact top K among
-    the scope's other vectors and the K-th similarity; and how many vectors the scope holds."""
+    """For each query, the ids of its exact top K among the scope's vectors (leaving out the
+    query's own id in `ids`: a vector of the scope asked for its neighbours; None for a query) and
+    the K-th similarity; and how many vectors the scope holds."""
     best_sims = np.full((len(ids), K + 1), -np.inf, dtype=np.float32)
     best_ids = np.full((len(ids), K + 1), "", dtype=object)
     size = 0
@@ -222,8 +258,9 @@ def due(counts: Mapping[str, int], last: Mapping[str, int]) -> list[str]:
 def tune(
     index: VectorIndex, scopes: Iterable[str] | None = None, *, target: float | None = None, samples: int = SAMPLES
 ) -> dict[str, dict]:
-    """Measure these scopes (None: every one at or above the exact line) and give each the
-    ef_search it needs; by scope, what was measured (`Measured.as_dict`)."""
+    """Measure these scopes (None: every one at or above the exact line), with the queries each
+    was asked where there are enough (`asked`), and give each the ef_search it needs; by scope,
+    what was measured (`Measured.as_dict`)."""
     target = settings.MEMORYUI_VECTOR_RECALL_TARGET if target is None else target
     if target is None:
         return {}
@@ -231,7 +268,8 @@ def tune(
         scopes = due(index.counts(), {})
     done = {}
     for scope in scopes:
-        measured = measure(index, scope, target=target, samples=samples)
+        queries = asked_queries(scope, samples)
+        measured = measure(index, scope, target=target, samples=samples, queries=queries)
         if measured is not None:
             done[scope] = measured.as_dict()
     return done

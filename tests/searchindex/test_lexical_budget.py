@@ -1,4 +1,5 @@
-"""A query of only common terms that selects more than the candidate budget ranks a narrowed set.
+"""A query that selects more than the candidate budget ranks a narrowed set: of only common terms,
+selected by its rarest; with rarer terms, by them.
 
 Both BM25 indexes count the same memories and draw the same sample, so they return the same hits;
 the hits are the exact ranking of the narrowed set; the memories holding every term are never
@@ -17,7 +18,7 @@ from searchindex import indexes as search_indexes
 from searchindex import lexical
 from searchindex.documents import IndexedMemory
 from searchindex.fusion import RetrievalSettings
-from searchindex.lexical import LexicalIndex, Narrowing, narrowing, sample_level
+from searchindex.lexical import LexicalIndex, Narrowing, may_exceed_budget, narrowing, sample_level, selecting_terms
 from searchindex.lexical_postgres import narrowed_query, probe_query, selecting_query
 from searchindex.search import search
 from searchindex.tokens import tokenize
@@ -61,19 +62,21 @@ def expected(index, items: list[IndexedMemory], query: str, scopes: list[str], k
     """The narrowed hits by definition: the exact ranking (budget lifted), kept to the narrowed set."""
     terms = list(dict.fromkeys(tokenize(query)))
     tokens = {item.id: set(tokenize(item.text)) for item in items}
-    # The rarest term in the whole index selects; the scopes then keep their memories.
-    rarest = min(terms, key=lambda term: sum(term in held for held in tokens.values()))
+    # The selecting terms are the rarer ones in the whole index (of only common terms, the rarest);
+    # the scopes then keep their memories.
+    frequencies = {term: sum(term in held for held in tokens.values()) for term in terms}
+    rare, rest = selecting_terms(terms, frequencies, len(items))
     in_scope = [item.id for item in items if scopes is None or item.scope in scopes]
-    holding = {memory_id for memory_id in in_scope if set(terms) <= tokens[memory_id]}
-    selected = {memory_id for memory_id in in_scope if rarest in tokens[memory_id]}
+    holding = {memory_id for memory_id in in_scope if set(rare + rest) <= tokens[memory_id]}
+    selected = {memory_id for memory_id in in_scope if set(rare) & tokens[memory_id]}
     probed = {memory_id for memory_id in selected if sample_level(memory_id) >= lexical.PROBE_LEVEL}
     narrowed = narrowing(len(probed), len(probed & holding), k)
     assert narrowed is not None
     sampled = {memory_id for memory_id in in_scope if sample_level(memory_id) >= narrowed.level}
     allowed = holding & sampled if narrowed.every_term else holding | (selected & sampled)
-    lexical.CANDIDATE_BUDGET = 10**9
+    budget, lexical.CANDIDATE_BUDGET = lexical.CANDIDATE_BUDGET, 10**9
     exact = [hit.id for hit in index.search(query, scopes=scopes, k=len(items))]
-    lexical.CANDIDATE_BUDGET = BUDGET
+    lexical.CANDIDATE_BUDGET = budget
     return [memory_id for memory_id in exact if memory_id in allowed][:k], narrowed
 
 
@@ -132,23 +135,91 @@ def test_fewer_than_k_memories_holding_every_term_are_all_ranked_whatever_their_
     index.close()
 
 
-def test_a_narrowed_tsquery_asks_for_every_term_or_the_rarest_in_the_scopes_own_sample():
-    assert narrowed_query(["a", "b"], "a", Narrowing(True, 0), ["s"]) == "('a' & 'b') & (' scope:s')"
-    assert narrowed_query(["a", "b"], "a", Narrowing(True, 2), None) == "('a' & 'b') & ' sample:2'"
-    assert narrowed_query(["a", "b"], "a", Narrowing(True, 2), ["s", "t"]) == (
+def test_a_narrowed_tsquery_asks_for_every_term_or_the_selecting_ones_in_the_scopes_own_sample():
+    assert narrowed_query(["a", "b"], ["a"], Narrowing(True, 0), ["s"]) == "('a' & 'b') & (' scope:s')"
+    assert narrowed_query(["a", "b"], ["a"], Narrowing(True, 2), None) == "('a' & 'b') & ' sample:2'"
+    assert narrowed_query(["a", "b"], ["a"], Narrowing(True, 2), ["s", "t"]) == (
         "('a' & 'b') & (' sample:2 scope:s' | ' sample:2 scope:t')"
     )
-    assert narrowed_query(["a", "b"], "a", Narrowing(False, 3), ["s"]) == (
-        "(('a' & 'b') & (' scope:s') | ('a' & (' sample:3 scope:s')))"
+    assert narrowed_query(["a", "b", "c"], ["a", "b"], Narrowing(False, 3), ["s"]) == (
+        "(('a' & 'b' & 'c') & (' scope:s') | (('a' | 'b') & (' sample:3 scope:s')))"
     )
-    assert probe_query("a", ["s", "s"]) == "'a' & (' sample:4 scope:s')"
-    assert probe_query("a", None) == "'a' & ' sample:4'"
+    assert probe_query(["a"], ["s", "s"]) == "('a') & (' sample:4 scope:s')"
+    assert probe_query(["a", "b"], None) == "('a' | 'b') & ' sample:4'"
     assert selecting_query(["a"], ["s"]) == "('a') & (' scope:s')"
 
 
+RARER = "release train onboarding"  # "release" common; "train" and "onboarding" in 100 and 103 memories
+
+
+@pytest.fixture
+def rarer_terms_line(monkeypatch):
+    """Terms in 200 memories or more are common: "train" and "onboarding" are rarer, and together
+    they select 203 memories, past the budget of 40."""
+    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_DOCS", 200)
+    monkeypatch.setattr(lexical, "CANDIDATE_BUDGET", BUDGET)
+
+
+def test_a_query_whose_rarer_terms_select_past_the_budget_ranks_a_sample_of_them(tmp_path, rarer_terms_line):
+    items = store()
+    index = LexicalIndex(tmp_path / "bm25")
+    index.upsert(items)
+    want, narrowed = expected(index, items, RARER, ["agent:main"], K)
+    assert not narrowed.every_term and narrowed.level == 3  # 203 / 8 <= 40 < 203 / 4, about
+    found = index.search(RARER, scopes=["agent:main"], k=K)
+    assert [hit.id for hit in found] == want and len(want) == K
+    assert found.note.startswith("BM25 ranked a sample: about ")
+    assert "memories in the scopes hold one of its rarer terms ('train', 'onboard')" in found.note
+    assert found.note.endswith("it ranked all those holding every term and 1 in 8 of the others")
+    index.close()
+
+
+def test_rarer_terms_that_cannot_add_up_to_the_budget_are_never_probed(tmp_path, rarer_terms_line, monkeypatch):
+    items = store()
+    index = LexicalIndex(tmp_path / "bm25")
+    index.upsert(items)
+    monkeypatch.setattr(lexical, "CANDIDATE_BUDGET", 203)  # exactly what "train" and "onboarding" hold
+    probed = []
+    monkeypatch.setattr(lexical, "narrowing", lambda *args: probed.append(args))
+    found = index.search(RARER, scopes=["agent:main"], k=K)
+    assert found.note is None and probed == []
+    monkeypatch.setattr(lexical, "CANDIDATE_BUDGET", 202)
+    index.search(RARER, scopes=["agent:main"], k=K)
+    assert len(probed) == 1
+    index.close()
+
+
+def test_an_index_holding_no_more_memories_than_the_budget_is_never_probed(tmp_path, monkeypatch):
+    # Both terms are in all 30 memories: their frequencies add up to 60, the index holds 30.
+    items = [memory(f"pair-{n}", f"Alpha beta note {n:02d}.") for n in range(30)]
+    index = LexicalIndex(tmp_path / "bm25")
+    index.upsert(items)
+    probed = []
+    monkeypatch.setattr(lexical, "narrowing", lambda *args: probed.append(args))
+    monkeypatch.setattr(lexical, "CANDIDATE_BUDGET", 30)
+    found = index.search("alpha beta", scopes=["agent:main"], k=5)
+    assert found.note is None and probed == [] and len(found) == 5
+    monkeypatch.setattr(lexical, "CANDIDATE_BUDGET", 29)
+    index.search("alpha beta", scopes=["agent:main"], k=5)
+    assert len(probed) == 1
+    assert not may_exceed_budget(["alpha", "beta"], {"alpha": 30, "beta": 30}, 29, 5)
+    assert may_exceed_budget(["alpha", "beta"], {"alpha": 30, "beta": 30}, 30, 5)
+    index.close()
+
+
 @needs_postgres
-@pytest.mark.parametrize("query", ["release checklist", "checklist release onboarding", "onboarding", "release train"])
-def test_postgres_narrows_as_whoosh_does(db, settings, tmp_path, small_lines, query):
+@pytest.mark.parametrize(
+    ("query", "line"),
+    [
+        ("release checklist", 10),
+        ("checklist release onboarding", 10),
+        ("onboarding", 10),
+        ("release train", 10),
+        (RARER, 200),
+    ],
+)
+def test_postgres_narrows_as_whoosh_does(db, settings, tmp_path, small_lines, monkeypatch, query, line):
+    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_DOCS", line)
     items = store()
     settings.MEMORYUI_LEXICAL = "postgres"
     search_indexes.close_indexes()

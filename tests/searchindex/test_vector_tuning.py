@@ -1,5 +1,6 @@
 """Measured ef_search (searchindex/tuning.py): a scope's graph is measured against exact search with
-its own vectors as queries, and given the narrowest ef_search of the ladder that reaches the target.
+the queries it was asked (or, too seldom asked, its own vectors as queries), and given the narrowest
+ef_search of the ladder that reaches the target.
 
 The vectors are HashEmbedder's: random directions with no meaning, whose true nearest neighbours
 numpy computes by brute force. A graph of M 4 and ef_construction 10 misses many of them.
@@ -89,15 +90,20 @@ def test_a_poor_graph_is_given_the_narrowest_wider_ef_search_that_reaches_the_ta
     assert after > before + 0.1
 
 
-def test_the_measured_recall_is_the_graphs_against_brute_force(settings, tmp_path, hashed_index):
-    """Every vector sampled: the measure equals a leave-one-out recall worked out here by numpy."""
+def small_graph(settings, tmp_path, hashed_index):
+    """400 memories in a graph too small to find all their neighbours: the index, their unit
+    vectors as stored, their ids."""
     items = memories(400)
     hnsw_settings(settings, m=4, ef_construction=10, ef_search=10)
     index = hashed_index(path=tmp_path / "chroma")
     index.upsert(items)
     stored = index.embedder.embed_passages([item.text for item in items])
-    stored = stored / np.linalg.norm(stored, axis=1, keepdims=True)
-    ids = [item.id for item in items]
+    return index, stored / np.linalg.norm(stored, axis=1, keepdims=True), [item.id for item in items]
+
+
+def test_the_measured_recall_is_the_graphs_against_brute_force(settings, tmp_path, hashed_index):
+    """Every vector sampled: the measure equals a leave-one-out recall worked out here by numpy."""
+    index, stored, ids = small_graph(settings, tmp_path, hashed_index)
 
     measured = tuning.measure(index, SCOPE, target=1.0, samples=400, apply=False)
 
@@ -192,6 +198,7 @@ def test_scopes_due_are_those_past_the_line_never_measured_or_grown_by_a_fifth(s
     assert tuning.due(counts, last) == ["agent:grown", "agent:new", "agent:shrunk"]
 
 
+@pytest.mark.django_db  # the queries each scope was asked are read from the store (none here)
 def test_tune_measures_every_scope_past_the_line_and_nothing_when_measuring_is_off(settings, tmp_path, hashed_index):
     settings.MEMORYUI_VECTOR_EXACT_BELOW = 100
     hnsw_settings(settings, m=16, ef_construction=100, ef_search=100)
@@ -215,15 +222,27 @@ def test_a_scope_too_small_to_measure_is_left_out(settings, tmp_path, hashed_ind
     assert vector.CANDIDATES > tuning.K
 
 
+class _QueryEmbedder:
+    """Each text a seeded random direction in the shaped graph's 16 dimensions."""
+
+    def embed_queries(self, texts):
+        rows = np.stack([np.random.default_rng(len(t) * 7919 + sum(map(ord, t))).standard_normal(16) for t in texts])
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
 class _ShapedGraph:
     """A scope whose graph search finds `found_at[n]` of each vector's true 10 nearest neighbours
-    when asked for n: what tuning.measure reads of a VectorIndex, over a numpy matrix."""
+    when asked for n (n - 1 for one of its own vectors, which is among them): what tuning.measure
+    reads of a VectorIndex, over a numpy matrix."""
+
+    embedder = _QueryEmbedder()
 
     def __init__(self, found_at: dict[int, int], size: int = 300, ef_search: int = 10):
         rows = np.random.default_rng(5).standard_normal((size, 16)).astype(np.float32)
         self.rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
         self.ids = [f"m{n}" for n in range(size)]
         self.found_at, self.ef_search = found_at, ef_search
+        self.asked: list[int] = []
 
     def graph(self, scope):
         return {"vectors": len(self.ids), "ef_search": self.ef_search}
@@ -233,9 +252,17 @@ class _ShapedGraph:
         yield self.ids[offset:stop], self.rows[offset:stop]
 
     def graph_neighbours(self, scope, vector, n):
-        order = np.argsort(-(self.rows @ vector))
-        missed = set(order[1 : 1 + 10 - self.found_at[n - 1]].tolist())  # after the vector itself
-        return [(1.0 - float(self.rows[i] @ vector), self.ids[i]) for i in order if i not in missed][:n]
+        self.asked.append(n)
+        similarities = self.rows @ vector
+        order = np.argsort(-similarities)
+        own = similarities[order[0]] > 0.9999  # one of the scope's vectors: itself first
+        found = self.found_at[n - 1] if own else self.found_at[n]
+        missed = set(order[int(own) : int(own) + 10 - found].tolist())
+        return [(1.0 - float(similarities[i]), self.ids[i]) for i in order if i not in missed][:n]
+
+
+# The recall each width of _ShapedGraph({10: 6, 20: 8, 30: 9, 50: 9, 70: 9}) gives: flat from 30.
+PLATEAU_STEPS = [(10, 0.6), (20, 0.8), (30, 0.9), (50, 0.9), (70, 0.9)]
 
 
 def test_out_of_reach_the_scope_gets_one_step_past_where_the_recall_stops_growing(settings):
@@ -245,13 +272,7 @@ def test_out_of_reach_the_scope_gets_one_step_past_where_the_recall_stops_growin
 
     measured = tuning.measure(graph, SCOPE, target=0.97, samples=40, apply=False)
 
-    assert [(step.ef_search, step.recall) for step in measured.steps] == [
-        (10, 0.6),
-        (20, 0.8),
-        (30, 0.9),
-        (50, 0.9),
-        (70, 0.9),
-    ]
+    assert [(step.ef_search, step.recall) for step in measured.steps] == PLATEAU_STEPS
     # The measure's recall stops growing at 30; real queries gain up to a step later.
     assert not measured.reached and (measured.ef_search, measured.recall) == (50, 0.9)
 
@@ -273,3 +294,47 @@ def test_a_reached_target_takes_the_first_step_that_reaches_it_with_no_step_past
 
     assert measured.reached and (measured.ef_search, measured.recall) == (20, 1.0)
     assert [step.ef_search for step in measured.steps] == [10, 20]
+
+
+QUESTIONS = [f"what did we decide about topic {n}?" for n in range(80)]
+
+
+def test_asked_queries_measure_the_graph_and_take_where_their_recall_stops_growing(settings):
+    """Real queries are what searches are: no step past their plateau, and no vector left out."""
+    settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 10
+    graph = _ShapedGraph({10: 6, 20: 8, 30: 9, 50: 9, 70: 9})
+
+    measured = tuning.measure(graph, SCOPE, target=0.97, samples=60, apply=False, queries=QUESTIONS)
+
+    assert measured.probes == "queries" and measured.samples == 60
+    assert [(step.ef_search, step.recall) for step in measured.steps] == PLATEAU_STEPS
+    assert not measured.reached and (measured.ef_search, measured.recall) == (30, 0.9)
+    assert set(graph.asked) == {10, 20, 30, 50, 70}  # each width, not one more for a vector itself
+
+
+def test_too_few_asked_queries_measure_with_the_scopes_own_vectors(settings):
+    settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH = 10
+    graph = _ShapedGraph({10: 6, 20: 8, 30: 9, 50: 9, 70: 9})
+    few = QUESTIONS[: tuning.MIN_QUERIES - 1] * 3  # repeated: distinct ones count
+
+    measured = tuning.measure(graph, SCOPE, target=0.97, samples=300, apply=False, queries=few)
+
+    assert measured.probes == "vectors" and measured.samples == 300  # every vector of the scope
+    assert measured.ef_search == 50 and measured.recall == pytest.approx(0.9, abs=0.001)  # one step past the plateau
+
+
+def test_the_measured_recall_of_asked_queries_is_the_graphs_against_brute_force(settings, tmp_path, hashed_index):
+    index, stored, ids = small_graph(settings, tmp_path, hashed_index)
+    texts = [f"query {n}" for n in range(60)]
+
+    measured = tuning.measure(index, SCOPE, target=1.0, samples=400, apply=False, queries=texts)
+
+    probes = index.embedder.embed_queries(texts)
+    expected = []
+    for probe in probes:
+        truth = {ids[j] for j in np.argsort(-(stored @ probe), kind="stable")[:10]}
+        found = [other for _, other in index.graph_neighbours(SCOPE, probe, 10)]
+        expected.append(len(truth & set(found)) / 10)
+    assert measured.probes == "queries" and measured.samples == 60
+    assert measured.steps[0].recall == pytest.approx(float(np.mean(expected)), abs=0.005)
+    assert measured.steps[0].recall < 1.0

@@ -11,6 +11,7 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from memoryui.models import IndexCheck
+from recall.models import RecallTrace
 from searchindex import health, tuning
 from searchindex import indexes as search_indexes
 from searchindex.tasks import tune_vector_search
@@ -37,7 +38,7 @@ def test_reindex_tune_measures_each_big_scope_and_records_the_check(store):
     call_command("reindex", "--tune", stdout=out)
 
     text = out.getvalue()
-    assert text.startswith("agent:main: 24 vectors, 24 sampled; recall@10 ef ")
+    assert text.startswith("agent:main: 24 vectors, 24 of its own vectors as queries; recall@10 ef ")
     assert f"ef_search {django_settings.MEMORYUI_CHROMA_HNSW_EF_SEARCH} (target 0.97 reached)" in text
     assert "agent:small" not in text
     check = IndexCheck.objects.get(action="tune")
@@ -123,3 +124,22 @@ def test_a_target_out_of_reach_gives_a_step_past_where_the_recall_stops_growing_
     call_command("reindex", "--tune", "--scope", "agent:main", stdout=out)
     # Again from 20, flat: the step past it.
     assert "ef_search 30 (target 0.97 not reached; one step past where the recall stops growing)" in out.getvalue()
+
+
+def test_a_scope_asked_enough_queries_is_measured_with_them(store):
+    for n in range(tuning.MIN_QUERIES):
+        RecallTrace.objects.create(
+            source="mcp", actor="token:agent", scope="agent:main", query=f"what about {TOPICS[n % 8]}, case {n}?",
+            limit=5, profile_name="default", mode="heuristic", knobs={}, result={},
+        )  # fmt: skip
+    out = io.StringIO()
+    call_command("reindex", "--tune", "--json", stdout=out)
+
+    measured = json.loads(out.getvalue())["tuned"]["agent:main"]
+    assert (measured["probes"], measured["samples"], measured["vectors"]) == ("queries", tuning.MIN_QUERIES, 24)
+    assert measured["recall"] == 1.0  # 24 vectors: the graph finds them all
+    out = io.StringIO()
+    call_command("reindex", "--tune", "--scope", "agent:main", stdout=out)
+    assert out.getvalue().startswith(
+        f"agent:main: 24 vectors, {tuning.MIN_QUERIES} queries it was asked; recall@10 ef "
+    )

@@ -97,9 +97,19 @@ def _describe_tuned(tuned: dict) -> str:
     lines = []
     for scope, measured in sorted(tuned.items()):
         steps = ", ".join(f"ef {step['ef_search']}: {step['recall']:.3f}" for step in measured["steps"])
-        verdict = "reached" if measured["reached"] else "not reached; one step past where the recall stops growing"
+        verdict = "reached"
+        if not measured["reached"]:
+            past = "" if measured.get("probes") == "queries" else "one step past "
+            verdict = f"not reached; {past}where the recall stops growing"
         lines.append(
-            f"{scope}: {measured['vectors']} vectors, {measured['samples']} sampled; recall@10 {steps}; "
+            f"{scope}: {measured['vectors']} vectors, {_probes(measured)}; recall@10 {steps}; "
             f"ef_search {measured['ef_search']} (target {measured['target']:g} {verdict}); {measured['seconds']:.1f} s"
         )
     return "\n".join(lines)
+
+
+def _probes(measured: dict) -> str:
+    """What a scope was measured with: the queries it was asked, or its own vectors."""
+    if measured.get("probes") == "queries":
+        return f"{measured['samples']} queries it was asked"
+    return f"{measured['samples']} of its own vectors as queries"
