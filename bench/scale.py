@@ -239,7 +239,7 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
     # What a deployment's scopes were asked: recall traces of queries of the same mix as the
     # measured ones but drawn with another seed (none of the measured texts), which the measure
     # probes each scope with (recall/probes.py), as it would the traces agents left.
-    asked = record_asked_queries(corpus)
+    asked = asked_texts(corpus)
     marker = data_dir / "tuned.fingerprint"
     tuned_fingerprint = latency.digest(
         [graphs, inspect.getsource(tuning), settings.MEMORYUI_VECTOR_RECALL_TARGET, asked]
@@ -250,6 +250,7 @@ def build_all(corpus: list[dict], vectors: np.ndarray, fingerprint: str) -> dict
         marker.unlink(missing_ok=True)
         (data_dir / "chroma-server.fingerprint").unlink(missing_ok=True)
         started = time.perf_counter()
+        record_asked_queries(corpus, asked)
         with override_settings(CHROMA_URL=None):
             index = VectorIndex(embedder=get_embedder())
             # Every scope starts at the configured width, as after a rebuild (a measure only widens).
@@ -537,10 +538,13 @@ ASKED_SEED = 1_000_003  # the traced queries' seed: never the measured queries' 
 ASKED_ACTOR = "bench:scale"
 
 
-def record_asked_queries(corpus: list[dict]) -> list[str]:
-    """Give every scope of the store tuning.SAMPLES traced recalls (replacing this bench's earlier
-    ones); returns their texts."""
-    texts = list(dict.fromkeys(build_queries(corpus, tuning.SAMPLES * 2, ASKED_SEED)))[: tuning.SAMPLES]
+def asked_texts(corpus: list[dict]) -> list[str]:
+    """The tuning.SAMPLES distinct texts of the traced recalls, drawn from the measured queries' mix."""
+    return list(dict.fromkeys(build_queries(corpus, tuning.SAMPLES * 2, ASKED_SEED)))[: tuning.SAMPLES]
+
+
+def record_asked_queries(corpus: list[dict], texts: list[str]) -> None:
+    """Give every scope of the store a traced recall of each text (replacing this bench's earlier ones)."""
     scopes = sorted({memory["scope"] for memory in corpus})
     RecallTrace.objects.filter(actor=ASKED_ACTOR).delete()
     RecallTrace.objects.bulk_create(
@@ -558,7 +562,6 @@ def record_asked_queries(corpus: list[dict]) -> list[str]:
         for scope in scopes
         for text in texts
     )
-    return texts
 
 
 def measure_widths(embedded: VectorIndex, floor: ScopedFloor, query_vectors) -> list[dict]:

@@ -209,13 +209,10 @@ def selecting_terms(terms: list[str], frequencies: dict[str, int], total: int) -
     return rare, [term for term in present if term not in rare]
 
 
-def only_common(terms: list[str], frequencies: dict[str, int], total: int) -> tuple[list[str], str] | None:
-    """The query's present terms and its rarest, the one `selecting_terms` selects by, when every
-    present term is common; None when one is rare (or none is present)."""
-    present = [term for term in terms if frequencies.get(term, 0) > 0]
-    if not present or any(frequencies[term] < common_term_line(total) for term in present):
-        return None
-    return present, min(present, key=lambda term: frequencies[term])
+def only_common(selecting: list[str], frequencies: dict[str, int], total: int) -> bool:
+    """Whether a query's selecting terms (`selecting_terms`) are its rarest common one: it has no
+    rarer term."""
+    return len(selecting) == 1 and frequencies[selecting[0]] >= common_term_line(total)
 
 
 @dataclass(frozen=True)
@@ -356,7 +353,7 @@ def _narrowed(searcher, cache: dict, terms: list[str], frequencies: dict[str, in
     narrowed = narrowing(len(probed), len(probed & holding), k)
     if narrowed is None:
         return allowed, None
-    note = narrowed.note(rare, common=only_common(terms, frequencies, total) is not None)
+    note = narrowed.note(rare, common=only_common(rare, frequencies, total))
     if narrowed.every_term:
         return holding & sample(narrowed.level), note
     return holding | (selected & sample(narrowed.level)), note

@@ -423,8 +423,7 @@ class PostgresLexicalIndex:
                 return []
             scored = rare + rest
             selecting, narrowed = self._selecting(cursor, rare, rest, frequencies, total, scopes, k)
-            common = only_common(terms, frequencies, total) is not None
-            note = None if narrowed is None else narrowed.note(rare, common=common)
+            note = None if narrowed is None else narrowed.note(rare, common=only_common(rare, frequencies, total))
             parameters = {
                 "avg": max(average, 1.0),
                 "selecting": selecting,
