@@ -17,7 +17,7 @@ one query to the next), and prints for each:
 - with --whoosh, PostgreSQL ~ whoosh top-50 overlap (|A ∩ B| / |A ∪ B|), as bench/scale.py
   reports it.
 
-    .venv/bin/python bench/bm25_budget.py --size 1000000 [--budgets 4000,2000,1000] [--queries 100] [--whoosh]
+    .venv/bin/python bench/bm25_budget.py --size 1000000 [--budgets 2000,1500,1000] [--queries 100] [--whoosh]
 
 Prints a markdown table; asserts nothing.
 """
@@ -38,7 +38,7 @@ EXACT = 10**12  # a budget no query reaches: every candidate is ranked
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=1_000_000)
-    parser.add_argument("--budgets", default="4000,2000,1000", help="budgets to try, in candidates")
+    parser.add_argument("--budgets", default="2000,1500,1000", help="budgets to try, in candidates")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--whoosh", action="store_true", help="whoosh as well (slow at 1M), with the overlap")

@@ -34,7 +34,11 @@ process (N and the average length for STATS_SECONDS, a term's frequency for FREQ
 is PostgreSQL's live-row count of the table, the average length a sample's, and the frequency of a
 term PostgreSQL's own statistics list among the column's most common elements (ANALYZE's sample)
 is taken from there instead of counted: counting a term held by thousands of memories costs more
-than the search. That moves scores by a hair while a bulk write runs, never which memories match.
+than the search. The column keeps statistics on ten times PostgreSQL's default number of lexemes
+(target 1000, memoryui migration 0020), so at 1M memories a term is counted only when fewer than
+about 150 memories hold it. That moves scores by a hair (an estimate from a sample of 300,000 rows,
+the same for every memory holding the term) and may put a term held by about COMMON_TERM_SHARE
+of the memories on the other side of the common-term line than whoosh's exact count does.
 """
 
 from __future__ import annotations

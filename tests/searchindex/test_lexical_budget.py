@@ -95,7 +95,13 @@ def test_a_query_is_narrowed_only_past_the_budget_and_to_at_most_the_budget(smal
     assert narrowing(2, 2, K) is None  # about 32 candidates: within the budget of 40
     assert narrowing(3, 3, K) == Narrowing(every_term=True, level=1)  # about 48, all holding every term
     assert narrowing(20, 20, K) == Narrowing(every_term=True, level=3)  # 320 / 8 ≤ 40 < 320 / 4
-    assert narrowing(20, 2, K) == Narrowing(every_term=False, level=3)  # those holding every term fit
+    # Those holding every term fit (32); the others' sample fills the 8 the budget leaves: 288 / 64.
+    assert narrowing(20, 2, K) == Narrowing(every_term=False, level=6)
+    assert narrowing(20, 2, K).level > narrowing(20, 0, K).level == 3  # 320 / 8 with none holding every term
+    for probed, holding in ((20, 2), (40, 1), (9, 2), (200, 0)):
+        narrowed = narrowing(probed, holding, K)
+        ranked = (holding << 4) + ((probed - holding) << 4 >> narrowed.level)
+        assert ranked <= BUDGET, (probed, holding)
     assert narrowing(5, 5, 20) is None  # the budget is at least 4 k
     assert narrowing(6, 6, 20) == Narrowing(every_term=True, level=1)
     assert narrowing(10**9, 10**9, K).level == lexical.SAMPLE_LEVELS

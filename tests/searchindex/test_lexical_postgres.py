@@ -261,6 +261,19 @@ def test_above_the_exact_line_statistics_are_cached_and_common_terms_read_from_p
 
 
 @needs_postgres
+def test_postgres_keeps_statistics_on_ten_times_more_lexemes_of_the_tokens_than_its_default(db):
+    # A term pg_stats lists is not counted with the search (memoryui migration 0020).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attstattarget FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'tokens'",
+            [lexical_postgres.TABLE],
+        )
+        assert cursor.fetchone()[0] == 1000
+        cursor.execute("SHOW default_statistics_target")
+        assert int(cursor.fetchone()[0]) * 10 <= 1000
+
+
+@needs_postgres
 def test_above_the_exact_line_a_terms_count_is_kept_longer_than_n(postgres_index, monkeypatch):
     monkeypatch.setattr(lexical_postgres, "STATS_EXACT_BELOW", 1)
     statistics, clock = postgres_index._statistics, [0.0]
