@@ -81,10 +81,11 @@ COMMON_TERM_MIN_DOCS = 1000
 # frequencies add up to the budget or less. Both BM25 indexes count the same sample and draw the
 # same memories, so they still return the same hits. A store of no more memories than the budget
 # is ranked exactly, as before. 1,500, not 2,000: with the others' sample fitted to what the
-# memories holding every term leave, a narrowed query ranks 1,500 or fewer (p95 1,500 candidates
-# at 1M, against 2,800 before), which took a whole search's p95 from 32-37 ms to 28-33; its top 10
-# keeps all of the exact top 10's score (bench/bm25_budget.py: 0.78 of its ids, 2,000: 0.83, the
-# dropped ones near-copies scoring alike).
+# memories holding every term leave, a narrowed query ranks about 1,500 or fewer (at 1M p95 1,500
+# candidates and at most 1,692, the count being a sample's, against 2,800 before), which took a
+# whole search's p95 from 33-35 ms to 26-28 (the two budgets interleaved query by query over warm
+# caches, two query mixes); its top 10 keeps all of the exact top 10's score
+# (bench/bm25_budget.py: 0.78 of its ids, 2,000: 0.83, the dropped ones near-copies scoring alike).
 CANDIDATE_BUDGET = 1500
 # How finely the sample is cut: level j holds the memories whose id hashes to j leading zero bits,
 # 1 in 2**j of them; 16 levels thin a scope of 130M candidates to the budget.
