@@ -420,6 +420,21 @@ def fuse(
     return candidates
 
 
+def with_checked(candidates: Iterable[Candidate], checked: Mapping[str, float]) -> list[Candidate]:
+    """These fused candidates, in their order, with the exact similarity read for those outside the
+    vector top k (`checked`): what `fuse(..., checked=checked)` returns, without fusing again, as
+    the similarity is for the answerability decision only and never moves a candidate."""
+    updated = []
+    for candidate in candidates:
+        similarity = checked.get(candidate.id) if candidate.vector_score is None else None
+        if similarity is not None:
+            copy = object.__new__(Candidate)
+            copy.__dict__.update(candidate.__dict__, checked_similarity=similarity)
+            candidate = copy
+        updated.append(candidate)
+    return updated
+
+
 def _best_hits(hits: Iterable[Hit]) -> dict[str, Hit]:
     best: dict[str, Hit] = {}
     for hit in hits:

@@ -49,7 +49,7 @@ from searchindex.answerability import Answer, judge
 from searchindex.defaults import active_defaults
 from searchindex.documents import Hit, IndexUnavailable
 from searchindex.embeddings import EmbedderUnavailable
-from searchindex.fusion import Candidate, CandidateInfo, RetrievalSettings, clamp_limit, fuse
+from searchindex.fusion import Candidate, CandidateInfo, RetrievalSettings, clamp_limit, fuse, with_checked
 from searchindex.indexes import get_index
 
 RETRIEVERS = ("hybrid", "vector", "bm25")
@@ -406,7 +406,7 @@ def search(
     if not result.answer.answered and retrieval.query_vector is not None:
         check_outside_top_k(retrieval, scopes, result.timings_ms)
         if retrieval.checked:  # rank's second look, without redoing its first
-            candidates, result.answer = _judged(retrieval, settings, now, checked=retrieval.checked)
+            candidates, result.answer = _judged_again(candidates, retrieval, settings)
     result.candidates = [Found(None, c, rows=memories) for c in candidates]
     passing = [found for found in result.candidates if found.candidate.passes_floor] if result.answer.answered else []
     if floor:
@@ -429,22 +429,22 @@ def rank(retrieval: Retrieval, settings: RetrievalSettings, now: datetime) -> tu
     candidates, answer = _judged(retrieval, settings, now)
     if answer.answered or not retrieval.checked:
         return candidates, answer
-    return _judged(retrieval, settings, now, checked=retrieval.checked)
+    return _judged_again(candidates, retrieval, settings)
 
 
-def _judged(
-    retrieval: Retrieval, settings: RetrievalSettings, now: datetime, checked: dict[str, float] | None = None
-) -> tuple[list[Candidate], Answer]:
+def _judged(retrieval: Retrieval, settings: RetrievalSettings, now: datetime) -> tuple[list[Candidate], Answer]:
     candidates = fuse(
-        retrieval.vector_hits,
-        retrieval.bm25_hits,
-        retrieval.infos,
-        settings,
-        now,
-        anchors=retrieval.anchors,
-        checked=checked,
+        retrieval.vector_hits, retrieval.bm25_hits, retrieval.infos, settings, now, anchors=retrieval.anchors
     )
     return judge(candidates, settings, refused=retrieval.refused)
+
+
+def _judged_again(
+    candidates: list[Candidate], retrieval: Retrieval, settings: RetrievalSettings
+) -> tuple[list[Candidate], Answer]:
+    """The fused candidates judged again with the similarity read outside the vector top k
+    (`retrieval.checked`), which never moves a candidate: the ranking is not fused twice."""
+    return judge(with_checked(candidates, retrieval.checked), settings, refused=retrieval.refused)
 
 
 def check_outside_top_k(retrieval: Retrieval, scopes: list[str] | None, timings: dict | None = None) -> None:

@@ -13,7 +13,7 @@ import pytest
 from memoryui.reasons import Reason
 from searchindex.answerability import BELOW, STRONG, WEAK, decide, judge, label
 from searchindex.documents import Hit
-from searchindex.fusion import CandidateInfo, RetrievalSettings, fuse
+from searchindex.fusion import CandidateInfo, RetrievalSettings, fuse, with_checked
 from searchindex.search import Retrieval, rank
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -115,6 +115,23 @@ def test_a_query_is_judged_again_with_the_exact_similarity_of_candidates_outside
     assert found.label == STRONG and found.margin == pytest.approx(0.06) and found.vector_score is None
     assert "read from its stored vector" in found.reasons[0]
     assert [c.id for c in rechecked] == [c.id for c in ranked], "the check never changes the ranking"
+
+
+def test_the_checked_similarity_set_on_fused_candidates_is_what_fusing_with_it_gives():
+    vector = [Hit("v1", 1, 0.84), Hit("both", 2, 0.83)]
+    bm25 = [Hit("both", 1, 4.0, 0.4), Hit("b1", 2, 3.0, 0.3), Hit("b2", 3, 2.0, 0.2)]
+    infos = dict.fromkeys(("v1", "both", "b1", "b2"), PLAIN)
+    anchors = dict.fromkeys(infos, 0.80)
+    # "both" is in the vector top k: a similarity read for it is not the one it was ranked with.
+    checked = {"b1": 0.88, "both": 0.10, "gone": 0.99}
+    fused = fuse(vector, bm25, infos, KNOBS, NOW, anchors=anchors)
+
+    updated = with_checked(fused, checked)
+
+    assert updated == fuse(vector, bm25, infos, KNOBS, NOW, anchors=anchors, checked=checked)
+    assert [c.checked_similarity for c in updated] != [c.checked_similarity for c in fused]
+    assert {c.id: c.checked_similarity for c in updated} == {"v1": None, "both": None, "b1": 0.88, "b2": None}
+    assert all(c.checked_similarity is None for c in fused), "the fused candidates are left as they were"
 
 
 def test_a_judged_candidate_is_the_fused_one_with_its_label_and_reasons_and_nothing_else_changed():
